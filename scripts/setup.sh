@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Create or update the project's virtual environment in .venv (idempotent:
+# re-installs only when pyproject.toml or constraints.txt changed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+"$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 required, found {sys.version}"'
+
+export KEDRO_DISABLE_TELEMETRY=true
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+
+stamp=.venv/.curation-install-stamp
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "[setup] installing into .venv (first time: a few minutes) ..."
+  .venv/bin/python -m pip install -q --upgrade "pip>=24"
+  # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+  .venv/bin/python -m pip install -q "torch==2.13.0"
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+  echo "$want" > "$stamp"
+  echo "[setup] done"
+fi

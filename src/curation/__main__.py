@@ -1,0 +1,5 @@
+"""``python -m curation <hydra overrides>`` is ``curate``."""
+
+from curation.hydra_app import main
+
+main()

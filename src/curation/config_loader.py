@@ -1,0 +1,85 @@
+"""Kedro config loader whose parameters are the composed Hydra config.
+
+``conf/`` holds one tree of defaults (Hydra). ``curate`` composes it and hands
+the result to Kedro; ``kedro run --params "data.max_docs=500"`` arrives here as
+runtime params, which become Hydra overrides of the same tree. Either way the
+parameters come from one place and cannot drift. The composed config is also
+the ``runtime_params`` seen by the catalog, so catalog paths can say
+``${runtime_params:run.namespace}``.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from pathlib import Path
+from typing import Any
+
+from kedro.config import OmegaConfigLoader
+
+# Marks runtime params that already are a composed config (set by `curate`).
+COMPOSED_KEY = "__curation_composed__"
+
+
+def _format_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_format_value(v) for v in value) + "]"
+    text = str(value)
+    if any(ch in text for ch in " ,=[]{}()'\"\\:$*?") or text == "":
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return text
+
+
+def overrides_from_params(params: dict[str, Any], prefix: str = "") -> list[str]:
+    """``{"data": {"max_docs": 500}}`` -> ``["data.max_docs=500"]`` (Hydra override syntax).
+
+    A string at the top of a group (``{"data": "corpus"}``) stays a group choice.
+    """
+    out: list[str] = []
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.extend(overrides_from_params(value, prefix=f"{name}."))
+        else:
+            out.append(f"{name}={_format_value(value)}")
+    return out
+
+
+def compose_config(conf_dir: Path | str, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Compose ``conf/config.yaml`` with Hydra overrides and return a plain, resolved dict."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from curation.config_schema import register_configs
+
+    register_configs()
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=list(overrides or []))
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+class HydraConfigLoader(OmegaConfigLoader):
+    """``OmegaConfigLoader`` for catalog/credentials/logging; Hydra for parameters."""
+
+    def __init__(self, conf_source: str, env: str | None = None, runtime_params: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        params = dict(runtime_params or {})
+        if params.pop(COMPOSED_KEY, False):
+            composed = params
+        else:
+            composed = compose_config(Path(conf_source), overrides_from_params(params))
+        self.composed: dict[str, Any] = composed
+        super().__init__(conf_source=conf_source, env=env, runtime_params=composed, **kwargs)
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        if key == "parameters":
+            return deepcopy(self.composed)
+        return super().__getitem__(key)

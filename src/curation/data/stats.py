@@ -1,0 +1,75 @@
+"""Document statistics per document and per source (the first processing step).
+
+Definitions (per document):
+
+``n_chars``         number of Unicode code points
+``n_words``         number of white-space separated tokens
+``n_lines``         number of ``\\n``-separated lines (a text without newline has 1)
+``non_alpha_frac``  share of non-white-space characters that are not letters
+                    (digits, punctuation, symbols, ``|`` table rules ...); a
+                    high value flags menus, tables and code rather than prose
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+_UNKNOWN_SOURCE = "unknown"
+
+
+def document_statistics(documents: pd.DataFrame) -> pd.DataFrame:
+    """One row per document: ``id, source, n_chars, n_words, n_lines, non_alpha_frac``.
+
+    ``source`` is ``"unknown"`` when the corpus has no source column.
+    """
+    text = documents["text"].astype("string")
+    n_chars = text.str.len().astype("int64")
+    n_space = text.str.count(r"\s").astype("int64")
+    # [^\W\d_] is "a letter" in any script under Python's Unicode regex.
+    n_alpha = text.str.count(r"[^\W\d_]").astype("int64")
+    visible = (n_chars - n_space).to_numpy()
+    non_alpha = np.divide(
+        visible - n_alpha.to_numpy(), visible, out=np.zeros(len(text), dtype="float64"), where=visible > 0
+    )
+    if "source" in documents.columns:
+        source = documents["source"].astype("string").fillna(_UNKNOWN_SOURCE)
+    else:
+        source = pd.Series([_UNKNOWN_SOURCE] * len(documents), dtype="string")
+    return pd.DataFrame(
+        {
+            "id": documents["id"].astype("string").to_numpy(),
+            "source": source.to_numpy(),
+            "n_chars": n_chars.to_numpy(),
+            "n_words": text.str.count(r"\S+").astype("int64").to_numpy(),
+            "n_lines": (text.str.count("\n") + 1).astype("int64").to_numpy(),
+            "non_alpha_frac": non_alpha,
+        }
+    )
+
+
+def source_statistics(doc_stats: pd.DataFrame) -> pd.DataFrame:
+    """Per source: document count and share (the source mix), character totals, means.
+
+    The last row, ``source == "__all__"``, aggregates the whole corpus.
+    """
+    def _agg(frame: pd.DataFrame) -> dict[str, float]:
+        return {
+            "docs": int(len(frame)),
+            "chars": int(frame["n_chars"].sum()),
+            "words": int(frame["n_words"].sum()),
+            "mean_chars": float(frame["n_chars"].mean()) if len(frame) else 0.0,
+            "median_chars": float(frame["n_chars"].median()) if len(frame) else 0.0,
+            "mean_words": float(frame["n_words"].mean()) if len(frame) else 0.0,
+            "mean_lines": float(frame["n_lines"].mean()) if len(frame) else 0.0,
+            "mean_non_alpha_frac": float(frame["non_alpha_frac"].mean()) if len(frame) else 0.0,
+        }
+
+    rows = [{"source": src, **_agg(group)} for src, group in doc_stats.groupby("source", sort=True)]
+    total = len(doc_stats)
+    table = pd.DataFrame(rows, columns=["source", "docs", "chars", "words", "mean_chars", "median_chars",
+                                        "mean_words", "mean_lines", "mean_non_alpha_frac"])
+    table["share"] = table["docs"] / total if total else 0.0
+    table = table.sort_values("docs", ascending=False, kind="stable")
+    overall = pd.DataFrame([{"source": "__all__", **_agg(doc_stats), "share": 1.0}])
+    return pd.concat([table, overall], ignore_index=True)

@@ -1,0 +1,168 @@
+"""Validate raw documents and count every row that is dropped, by reason.
+
+The rules follow datatrove's ``BaseFilter`` habit: each rule answers keep or
+drop-with-a-reason, the caller counts ``dropped_<reason>``, and the dropped
+rows are returned (not discarded) so they can be written to an exclusion file.
+
+Reasons, in the order they are checked (a row gets the first that applies):
+
+``invalid_json``    the line of a JSONL shard is not a JSON object (column
+                    ``_parse_error`` set by the reader)
+``missing_id``      id is null or empty
+``invalid_utf8``    text is bytes that do not decode as UTF-8, or a str that
+                    holds lone surrogates (how pandas' ``encoding_errors=
+                    "surrogateescape"`` keeps undecodable bytes of a JSONL file)
+``empty_text``      text is null, empty, or only white space
+``too_long``        more than ``max_chars`` characters (a 5 MB page of a bad
+                    extraction would dominate token budgets and memory)
+``duplicate_id``    an id already kept earlier in the stream (first one wins)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import pandas as pd
+
+PARSE_ERROR = "_parse_error"  # set by curation.datasets.jsonl for lines that are not JSON objects
+REASONS = ("invalid_json", "missing_id", "invalid_utf8", "empty_text", "too_long", "duplicate_id")
+
+
+class SchemaError(ValueError):
+    """A shard lacks a required column; the message names the file and the column."""
+
+
+@dataclass
+class ValidationConfig:
+    id_column: str = "id"  # name of the unique document id column in the input
+    text_column: str = "text"  # name of the text column in the input (FineWeb/DCLM: "text")
+    max_chars: int | None = 1_000_000  # drop longer documents; None turns the rule off
+    keep_columns: tuple[str, ...] = ("source", "url", "quality_label", "extra")  # optional columns carried over when present
+
+
+@dataclass
+class ValidationReport:
+    """Counts of one validation pass; reports add up across shards."""
+
+    rows_read: int = 0
+    rows_kept: int = 0
+    dropped: dict[str, int] = field(default_factory=lambda: {r: 0 for r in REASONS})
+
+    def __add__(self, other: "ValidationReport") -> "ValidationReport":
+        return ValidationReport(
+            rows_read=self.rows_read + other.rows_read,
+            rows_kept=self.rows_kept + other.rows_kept,
+            dropped={r: self.dropped.get(r, 0) + other.dropped.get(r, 0) for r in REASONS},
+        )
+
+    def as_metrics(self) -> dict[str, int]:
+        out = {"rows_read": self.rows_read, "rows_kept": self.rows_kept}
+        out.update({f"dropped_{r}": n for r, n in self.dropped.items()})
+        out["rows_dropped"] = sum(self.dropped.values())
+        return out
+
+
+def check_schema(frame: pd.DataFrame, config: ValidationConfig, source_name: str) -> None:
+    """Raise :class:`SchemaError` naming ``source_name`` and the missing column."""
+    for col in (config.id_column, config.text_column):
+        if col not in frame.columns:
+            raise SchemaError(
+                f"{source_name}: required column {col!r} is missing "
+                f"(columns present: {sorted(map(str, frame.columns))}). "
+                f"Set data.{'id' if col == config.id_column else 'text'}_column in the config "
+                "if your corpus names it differently."
+            )
+
+
+def _decode(value: object) -> tuple[str | None, bool]:
+    """Return (text, ok). ``ok`` is False when the value is not valid UTF-8."""
+    if value is None or (isinstance(value, float) and pd.isna(value)) or value is pd.NA:
+        return None, True
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8"), True
+        except UnicodeDecodeError:
+            return None, False
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates from surrogateescape decoding
+        return None, False
+    return text, True
+
+
+def validate_documents(
+    frame: pd.DataFrame,
+    config: ValidationConfig,
+    *,
+    source_name: str = "<frame>",
+    seen_ids: set[str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, ValidationReport]:
+    """Validate one shard.
+
+    Returns ``(kept, rejected, report)``. ``kept`` has columns ``id``, ``text``
+    and whichever of ``config.keep_columns`` exist; ``rejected`` has ``id``,
+    ``reason`` and ``source_file`` for every dropped row. ``seen_ids`` carries
+    the ids kept by earlier shards so duplicates across shards are caught; it
+    is updated in place.
+    """
+    parse_errors = frame.pop(PARSE_ERROR) if PARSE_ERROR in frame.columns else None
+    if parse_errors is not None and parse_errors.notna().all():
+        raise SchemaError(f"{source_name}: no line parses as a JSON object ({parse_errors.iloc[0]})")
+    check_schema(frame, config, source_name)
+    seen = seen_ids if seen_ids is not None else set()
+    report = ValidationReport(rows_read=len(frame))
+    keep_mask: list[bool] = []
+    texts: list[str | None] = []
+    ids: list[str | None] = []
+    rejected: list[tuple[str | None, str]] = []
+
+    raw_ids: Iterable = frame[config.id_column].tolist()
+    raw_texts: Iterable = frame[config.text_column].tolist()
+    broken: Iterable = parse_errors.notna().tolist() if parse_errors is not None else [False] * len(frame)
+    for raw_id, raw_text, is_broken in zip(raw_ids, raw_texts, broken):
+        doc_id = None if raw_id is None or (not isinstance(raw_id, str) and pd.isna(raw_id)) else str(raw_id)
+        text, utf8_ok = _decode(raw_text)
+        reason = None
+        if is_broken:
+            reason = "invalid_json"
+        elif not doc_id:
+            reason = "missing_id"
+        elif not utf8_ok:
+            reason = "invalid_utf8"
+        elif text is None or not text.strip():
+            reason = "empty_text"
+        elif config.max_chars is not None and len(text) > config.max_chars:
+            reason = "too_long"
+        elif doc_id in seen:
+            reason = "duplicate_id"
+        if reason is None:
+            seen.add(doc_id)
+            keep_mask.append(True)
+        else:
+            report.dropped[reason] += 1
+            rejected.append((doc_id, reason))
+            keep_mask.append(False)
+        ids.append(doc_id)
+        texts.append(text)
+
+    mask = pd.Series(keep_mask, index=frame.index, dtype=bool)
+    kept = pd.DataFrame(
+        {
+            "id": pd.Series(ids, index=frame.index, dtype="string")[mask],
+            "text": pd.Series(texts, index=frame.index, dtype="string")[mask],
+        }
+    )
+    for col in config.keep_columns:
+        if col in frame.columns:
+            kept[col] = frame.loc[mask, col]
+    report.rows_kept = int(mask.sum())
+    rejected_frame = pd.DataFrame(
+        {
+            "id": pd.Series([r[0] for r in rejected], dtype="string"),
+            "reason": pd.Series([r[1] for r in rejected], dtype="string"),
+            "source_file": pd.Series([source_name] * len(rejected), dtype="string"),
+        }
+    )
+    return kept.reset_index(drop=True), rejected_frame, report

@@ -1,0 +1,123 @@
+"""A user's corpus as lazily loaded shards: a file, a directory or a glob, local or fsspec.
+
+Built on Kedro's ``PartitionedDataset`` so each shard is read by a Kedro
+dataset (kedro-datasets' ``pandas.ParquetDataset``, or our tolerant
+``JSONLinesDataset``); this class only decides *which* files are shards.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+from pathlib import PurePosixPath
+from typing import Any
+
+import fsspec
+
+from kedro_datasets.partitions import PartitionedDataset
+
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".json.gz", ".json.zst", ".ndjson")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def _infer_format(names: list[str]) -> str:
+    if any(n.endswith(PARQUET_SUFFIXES) for n in names):
+        return "parquet"
+    if any(n.endswith(JSONL_SUFFIXES) for n in names):
+        return "jsonl"
+    raise ValueError(
+        "data.path matches no parquet (.parquet) or jsonl (.jsonl, .jsonl.gz, .jsonl.zst) files: "
+        f"{names[:5]}{' ...' if len(names) > 5 else ''}"
+    )
+
+
+class CorpusShardsDataset(PartitionedDataset):
+    """Load returns ``{shard_id: callable -> DataFrame}`` in sorted shard order.
+
+    Args:
+        path: a file, a directory (searched recursively) or a glob such as
+            ``s3://bucket/fineweb/*/part-*.parquet``.
+        format: ``auto`` (from the file suffixes), ``parquet`` or ``jsonl``.
+        load_args: passed to the per-shard dataset's ``load_args``.
+        credentials, fs_args: as in ``PartitionedDataset``.
+
+    JSONL shards are read by :class:`~curation.datasets.jsonl.JSONLinesDataset`,
+    so one line with invalid UTF-8 or broken JSON reaches validation (which
+    counts it) instead of failing the whole shard.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        format: str = "auto",  # noqa: A002 - the natural config key
+        load_args: dict[str, Any] | None = None,
+        credentials: dict[str, Any] | None = None,
+        fs_args: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        if format not in ("auto", "parquet", "jsonl"):
+            raise ValueError(f"data.format must be auto, parquet or jsonl, got {format!r}")
+        self._pattern = path if _glob.has_magic(path) else None
+        self._file: str | None = None
+        prefix = path.split("://", 1)[0] + "://" if "://" in path else ""
+        bare = path.split("://", 1)[-1]
+        if self._pattern is not None:
+            parts = PurePosixPath(bare).parts
+            first_magic = next(i for i, p in enumerate(parts) if _glob.has_magic(p))
+            base = prefix + (str(PurePosixPath(*parts[:first_magic])) if first_magic else ".")
+        else:
+            fs, fs_path = fsspec.core.url_to_fs(path, **(credentials or {}), **(fs_args or {}))
+            if fs.isfile(fs_path):
+                # One file is one partition; PartitionedDataset wants its folder as the root.
+                self._file = fs_path
+                base = prefix + str(PurePosixPath(bare).parent)
+            else:
+                base = path
+        self._requested_format = format
+        self._shard_load_args = dict(load_args or {})
+        super().__init__(
+            path=base,
+            dataset={"type": "pandas.ParquetDataset"},  # replaced once the format is known
+            filename_suffix="",
+            credentials=credentials,
+            fs_args=fs_args,
+            metadata=metadata,
+        )
+
+    def _candidate_files(self) -> list[str]:
+        if self._pattern is not None:
+            found = self._filesystem.glob(self._pattern.split("://", 1)[-1])
+            return sorted(p for p in found if self._filesystem.isfile(p))
+        if self._file is not None:
+            return [self._file]
+        if not self._filesystem.exists(self._normalized_path):
+            raise FileNotFoundError(f"data.path does not exist: {self._path}")
+        return sorted(self._filesystem.find(self._normalized_path))
+
+    def _list_partitions(self) -> list[str]:
+        if self._cached_partitions is not None:
+            return self._cached_partitions
+        files = self._candidate_files()
+        fmt = self._requested_format if self._requested_format != "auto" else _infer_format(files)
+        suffixes = PARQUET_SUFFIXES if fmt == "parquet" else JSONL_SUFFIXES
+        if fmt == "parquet":
+            self._dataset_type, self._dataset_config = self._resolve("pandas.ParquetDataset", self._shard_load_args)
+        else:
+            self._dataset_type, self._dataset_config = self._resolve(
+                "curation.datasets.jsonl.JSONLinesDataset", self._shard_load_args)
+        self._cached_partitions = [f for f in files if f.endswith(suffixes)]
+        if not self._cached_partitions:
+            raise FileNotFoundError(f"no {fmt} shards under data.path={self._pattern or self._path}")
+        self._format = fmt
+        return self._cached_partitions
+
+    @staticmethod
+    def _resolve(type_name: str, load_args: dict[str, Any]) -> tuple[type, dict[str, Any]]:
+        from kedro.io.core import parse_dataset_definition
+
+        dataset_type, config = parse_dataset_definition({"type": type_name, "load_args": load_args})
+        return dataset_type, config
+
+    def load(self) -> dict[str, Any]:
+        self._list_partitions()
+        return dict(sorted(super().load().items()))

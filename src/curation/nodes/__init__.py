@@ -1,0 +1,1 @@
+"""Kedro nodes: thin adapters from catalog entries and params to the algorithm core."""

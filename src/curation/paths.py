@@ -1,0 +1,43 @@
+"""Where the project lives: the folder that holds ``conf/`` and ``pyproject.toml``."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+ENV_ROOT = "CURATION_PROJECT_ROOT"
+
+
+def _is_root(path: Path) -> bool:
+    return (path / "conf" / "config.yaml").is_file() and (path / "pyproject.toml").is_file()
+
+
+@lru_cache(maxsize=None)
+def _find(start: str, env_value: str | None) -> Path:
+    if env_value:
+        root = Path(env_value).expanduser().resolve()
+        if not _is_root(root):
+            raise FileNotFoundError(f"{ENV_ROOT}={env_value} has no conf/config.yaml and pyproject.toml")
+        return root
+    for candidate in (Path(start), *Path(start).parents):
+        if _is_root(candidate):
+            return candidate
+    # Editable install: the checkout this module was imported from.
+    checkout = Path(__file__).resolve().parents[2]
+    if _is_root(checkout):
+        return checkout
+    raise FileNotFoundError(
+        "cannot find the curation project (a folder with conf/config.yaml and pyproject.toml): "
+        f"run from inside it or set {ENV_ROOT}"
+    )
+
+
+def project_root() -> Path:
+    """The project folder: ``$CURATION_PROJECT_ROOT``, else the nearest parent of the cwd
+    holding ``conf/config.yaml``, else the checkout this package was installed from."""
+    return _find(str(Path.cwd().resolve()), os.environ.get(ENV_ROOT))
+
+
+def conf_dir() -> Path:
+    return project_root() / "conf"

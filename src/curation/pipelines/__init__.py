@@ -1,0 +1,1 @@
+"""Kedro pipelines: wiring only."""

@@ -1,0 +1,24 @@
+"""ingest: raw shards -> validated documents -> document statistics."""
+
+from kedro.pipeline import Node, Pipeline
+
+from curation.nodes.ingest import compute_document_statistics, ingest_documents
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                ingest_documents,
+                inputs=["raw_documents", "params:data"],
+                outputs=["documents", "rejected_documents", "ingest_metrics"],
+                name="ingest_documents_node",
+            ),
+            Node(
+                compute_document_statistics,
+                inputs="documents",
+                outputs=["document_stats", "source_stats_table", "document_stats_metrics", "document_stats_plot"],
+                name="compute_document_statistics_node",
+            ),
+        ]
+    )

@@ -1,0 +1,19 @@
+"""Kedro project settings."""
+
+from curation.config_loader import HydraConfigLoader
+from curation.tracking.hooks import MlflowTrackingHook
+
+HOOKS = (MlflowTrackingHook(),)
+
+CONFIG_LOADER_CLASS = HydraConfigLoader
+CONFIG_LOADER_ARGS = {
+    "base_env": "base",
+    "default_run_env": "local",
+    # Parameters come from the Hydra tree (conf/config.yaml), never from
+    # conf/*/parameters*.yml: an empty pattern list keeps a stray file out.
+    "config_patterns": {"parameters": []},
+}
+
+# kedro-viz's run hook only records workflow events for its UI and warns on
+# every Hydra job; `kedro viz` itself does not need it.
+DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)

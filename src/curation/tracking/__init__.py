@@ -1,0 +1,1 @@
+"""MLflow tracking glue: store set-up, a Kedro hook, a Hydra sweep callback."""

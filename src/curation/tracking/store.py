@@ -1,0 +1,77 @@
+"""Set up the MLflow store named in ``tracking``; shared by the hook and the sweep callback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+PARENT_RUN_ENV = "CURATION_MLFLOW_PARENT_RUN_ID"
+MAX_PARAM_VALUE = 6000  # MLflow's limit for one param value
+
+
+def resolve_uri(uri: str, root: Path) -> str:
+    """Anchor a relative ``sqlite:///rel/path.db`` at the project root (Hydra may change the cwd)."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix):
+        rest = uri[len(prefix):]
+        if not rest.startswith("/"):
+            path = (root / rest).resolve()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return prefix + str(path)
+        Path(rest).parent.mkdir(parents=True, exist_ok=True)
+    return uri
+
+
+def resolve_artifact_location(location: str, root: Path) -> str:
+    if "://" in location:
+        return location
+    path = Path(location)
+    if not path.is_absolute():
+        path = root / path
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve().as_uri()
+
+
+def setup_experiment(tracking: Mapping[str, Any], root: Path) -> str:
+    """Point MLflow at the configured store; return the experiment id (created if new)."""
+    import mlflow
+
+    mlflow.set_tracking_uri(resolve_uri(str(tracking["uri"]), root))
+    name = str(tracking.get("experiment_name") or "curation")
+    experiment = mlflow.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    try:
+        return mlflow.create_experiment(
+            name, artifact_location=resolve_artifact_location(str(tracking["artifact_location"]), root)
+        )
+    except Exception:  # another process of the same sweep created it first
+        experiment = mlflow.get_experiment_by_name(name)
+        if experiment is None:
+            raise
+        return experiment.experiment_id
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"data": {"max_docs": 5}}`` -> ``{"data.max_docs": 5}``."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, prefix=f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def params_for_mlflow(config: Mapping[str, Any]) -> dict[str, str]:
+    params = {}
+    for key, value in flatten(config).items():
+        text = "null" if value is None else str(value)
+        params[key] = text if len(text) <= MAX_PARAM_VALUE else text[: MAX_PARAM_VALUE - 3] + "..."
+    return params
+
+
+def parent_run_from_env() -> str | None:
+    return os.environ.get(PARENT_RUN_ENV) or None

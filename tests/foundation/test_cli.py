@@ -1,0 +1,90 @@
+"""The two command lines, as a user types them: `curate` (Hydra) and `kedro run`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import yaml
+
+from curation.config_loader import compose_config
+from tests.conftest import CORPUS_DIR
+
+BIN = Path(sys.executable).parent
+
+
+def _run(args: list[str], project: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CURATION_PROJECT_ROOT": str(project), "KEDRO_DISABLE_TELEMETRY": "true"}
+    done = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def test_multirun_makes_one_parent_and_a_child_per_job(project):
+    _run([str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.max_docs=120,240"],
+         project)
+    mlflow.set_tracking_uri(f"sqlite:///{project}/mlruns/mlflow.db")
+    runs = mlflow.search_runs(experiment_names=["curation"])
+    parents = runs[runs["tags.curation.sweep"] == "true"]
+    assert len(parents) == 1 and parents.iloc[0]["status"] == "FINISHED"
+    children = runs[runs["tags.mlflow.parentRunId"] == parents.iloc[0]["run_id"]]
+    assert sorted(children["params.data.max_docs"]) == ["120", "240"]
+    assert sorted(children["metrics.rows_kept"]) == [120, 240]
+    assert set(children["status"]) == {"FINISHED"}
+    # Each job wrote its outputs apart from the other's.
+    namespaces = sorted(children["params.run.namespace"])
+    assert len(set(namespaces)) == 2 and all(ns.startswith("multirun/") for ns in namespaces)
+    for ns, n in zip(namespaces, (120, 240)):
+        import pandas as pd
+
+        assert len(pd.read_parquet(project / "data/02_intermediate" / ns / "documents.parquet")) == n
+    summary = mlflow.artifacts.load_text(f"runs:/{parents.iloc[0]['run_id']}/sweep_summary.csv")
+    assert "params.data.max_docs" in summary.splitlines()[0]
+
+
+def test_kedro_run_uses_the_same_defaults_and_records_to_mlflow(project):
+    _run([str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params", f"data.max_docs=50,data.path={CORPUS_DIR}"],
+         project)
+    mlflow.set_tracking_uri(f"sqlite:///{project}/mlruns/mlflow.db")
+    run = mlflow.search_runs(experiment_names=["curation"]).iloc[0]
+    composed = compose_config(project / "conf", [f"data.path={CORPUS_DIR}", "data.max_docs=50"])
+    # Every parameter of the kedro run is the composed Hydra value: one source of defaults.
+    from curation.tracking.store import params_for_mlflow
+
+    for key, value in params_for_mlflow(composed).items():
+        assert run[f"params.{key}"] == value, key
+    assert run["metrics.rows_kept"] == 50
+
+
+def test_cfg_job_prints_the_composed_config(project):
+    out = _run([str(BIN / "curate"), "--cfg", "job", "data.max_docs=7"], project).stdout
+    printed = yaml.safe_load(out)
+    assert printed["data"]["max_docs"] == 7
+    assert printed["tracking"] == compose_config(project / "conf")["tracking"]
+
+
+def test_ci_runs_the_readme_test_command():
+    repo = Path(__file__).resolve().parents[2]
+    readme = (repo / "README.md").read_text()
+    ci = (repo / ".ci" / "run").read_text()
+    command = "bash scripts/test.sh"
+    assert f"\n{command}\n" in readme, "README must show the test command on its own line"
+    assert any(line.strip() == command for line in ci.splitlines()), ".ci/run must call the README test command"
+
+
+def test_notebook_plots_the_latest_sweep_from_mlflow(project):
+    import nbformat
+    from nbclient import NotebookClient
+
+    _run([str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.max_docs=60,90"], project)
+    repo = Path(__file__).resolve().parents[2]
+    notebook = nbformat.read(repo / "notebooks" / "sweep_from_mlflow.ipynb", as_version=4)
+    # The kernel inherits CURATION_PROJECT_ROOT (set by the fixture) and so reads this project's store.
+    NotebookClient(notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(project)}}).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "2 jobs" in text and "60.0" in text and "90.0" in text
+    assert any("image/png" in o.get("data", {}) for o in outputs)
