@@ -1,0 +1,86 @@
+"""`kedro viz` shows the pipelines and `mlflow server` lists the runs, both on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from curation.config_loader import compose_config
+from curation.hydra_app import run_kedro
+from tests.conftest import CORPUS_DIR
+
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get_json(url: str, timeout_s: float = 60.0, data: bytes | None = None) -> dict:
+    """Poll ``url`` until it answers (bounded: at most ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return json.loads(response.read())
+        except Exception as exc:  # not up yet
+            last = exc
+            time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer within {timeout_s}s: {last}")
+
+
+def _serve(args: list[str], cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    return subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def test_kedro_viz_lists_the_pipelines(project):
+    port = _free_port()
+    server = _serve([str(BIN / "kedro"), "viz", "run", "--host", "127.0.0.1", "--port", str(port), "--no-browser"],
+                    project)
+    try:
+        main = _get_json(f"http://127.0.0.1:{port}/api/main")
+    finally:
+        _stop(server)
+    assert {"__default__", "ingest"} <= {p["id"] for p in main["pipelines"]}
+    names = {n["name"] for n in main["nodes"]}
+    assert {"ingest_documents_node", "compute_document_statistics_node", "documents"} <= names
+
+
+def test_mlflow_server_lists_the_runs(project):
+    run_kedro(compose_config(project / "conf", [f"data.path={CORPUS_DIR}", "data.max_docs=40",
+                                                "pipeline=ingest"]), project_path=project)
+    port = _free_port()
+    server = _serve([str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{project}/mlruns/mlflow.db",
+                     "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], project)
+    try:
+        experiments = _get_json(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search",
+                                data=json.dumps({"max_results": 10}).encode())
+        experiment_id = next(e["experiment_id"] for e in experiments["experiments"] if e["name"] == "curation")
+        runs = _get_json(f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/search",
+                         data=json.dumps({"experiment_ids": [experiment_id]}).encode())
+    finally:
+        _stop(server)
+    (run,) = runs["runs"]
+    params = {p["key"]: p["value"] for p in run["data"]["params"]}
+    assert params["data.max_docs"] == "40" and run["info"]["status"] == "FINISHED"
