@@ -18,7 +18,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade "pip>=24"
   # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
   .venv/bin/python -m pip install -q "torch==2.13.0"
-  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev,megatron]"
   echo "$want" > "$stamp"
   echo "[setup] done"
 fi
