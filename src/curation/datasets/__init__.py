@@ -2,5 +2,6 @@
 
 from curation.datasets.atomic import AtomicDataset
 from curation.datasets.corpus import CorpusShardsDataset
+from curation.datasets.numpy_array import NpyDataset
 
-__all__ = ["AtomicDataset", "CorpusShardsDataset"]
+__all__ = ["AtomicDataset", "CorpusShardsDataset", "NpyDataset"]
