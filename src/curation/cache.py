@@ -35,6 +35,11 @@ def config_key(*parts: Any) -> str:
     return hashlib.sha256(payload).hexdigest()[:20]
 
 
+def _save_npy(path: Path, value: np.ndarray) -> None:
+    with path.open("wb") as handle:  # a file object: np.save would append ".npy" to a path
+        np.save(handle, value, allow_pickle=False)
+
+
 class ResultCache:
     def __init__(self, directory: str | Path, enabled: bool = True) -> None:
         self.directory = Path(directory)
@@ -64,7 +69,7 @@ class ResultCache:
         self.misses += 1
         value = np.asarray(compute())
         if self.enabled:
-            self._atomic_write(path, lambda p: np.save(p.open("wb"), value, allow_pickle=False))
+            self._atomic_write(path, lambda p: _save_npy(p, value))
         return value
 
     def frame(self, name: str, key: str, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
