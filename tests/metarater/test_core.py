@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from curation.metarater import (
+    ProxySweep,
+    RegressionConfig,
+    aggregate,
+    dirichlet_weights,
+    fit_regressor,
+    minmax_scale,
+    search_weights,
+    select_top,
+)
+
+
+def test_dirichlet_weights_sum_to_one_and_are_reproducible():
+    w = dirichlet_weights(64, 7, alpha=1.0, seed=3)
+    assert w.shape == (64, 7) and np.allclose(w.sum(axis=1), 1.0) and (w >= 0).all()
+    assert np.array_equal(w, dirichlet_weights(64, 7, alpha=1.0, seed=3))
+    assert not np.array_equal(w, dirichlet_weights(64, 7, alpha=1.0, seed=4))
+    with pytest.raises(ValueError, match="alpha"):
+        dirichlet_weights(2, 2, alpha=0)
+
+
+def test_aggregation_picks_what_a_hand_computation_picks():
+    # 4 documents x 2 raters; rater 0 in [0, 10], rater 1 in [1, 3].
+    scores = np.array([[0.0, 3.0], [10.0, 1.0], [5.0, 2.0], [10.0, 3.0]])
+    scaled = minmax_scale(scores)  # -> [[0,5],[5,0],[2.5,2.5],[5,5]]
+    assert np.allclose(scaled, [[0, 5], [5, 0], [2.5, 2.5], [5, 5]])
+    q = aggregate(scaled, np.array([0.8, 0.2]))  # [1.0, 4.0, 2.5, 5.0]
+    assert np.allclose(q, [1.0, 4.0, 2.5, 5.0])
+    assert select_top(q, 0.5).tolist() == [1, 3]
+    q_rater1 = aggregate(scaled, np.array([0.0, 1.0]))  # [5, 0, 2.5, 5]: tie between docs 0 and 3
+    assert select_top(q_rater1, 0.5).tolist() == [0, 3]
+    with pytest.raises(ValueError, match="NaN"):
+        minmax_scale(np.array([[np.nan, 1.0]]))
+
+
+def _loss(w: np.ndarray, optimum: np.ndarray) -> np.ndarray:
+    return 3.0 + 4.0 * ((w - optimum) ** 2).sum(axis=1)
+
+
+def test_regressor_beats_constant_and_search_finds_the_optimum():
+    optimum = np.array([0.6, 0.3, 0.1])
+    w = dirichlet_weights(400, 3, seed=0)
+    losses = _loss(w, optimum) + np.random.default_rng(1).normal(0, 0.01, len(w))
+    model, metrics = fit_regressor(w, losses, RegressionConfig(n_estimators=300, learning_rate=0.05,
+                                                                   early_stopping_rounds=20))
+    assert metrics["mae_test"] < 0.5 * metrics["mae_test_constant"]
+    assert metrics["spearman_test"] > 0.8
+    assert metrics["n_train"] + metrics["n_early_stop"] + metrics["n_test"] == 400
+    w_star, top = search_weights(model, 3, n_candidates=20_000, top_k=128, batch=8_000)
+    assert abs(w_star.sum() - 1) < 1e-9 and len(top) == 128
+    assert np.abs(w_star - optimum).max() < 0.12
+
+
+def test_too_few_proxies_is_a_clear_error():
+    with pytest.raises(ValueError, match="too few"):
+        fit_regressor(np.ones((3, 2)) / 2, np.ones(3), RegressionConfig())
+
+
+def test_sweep_resumes_and_isolates_failures(tmp_path):
+    weights = dirichlet_weights(5, 2, seed=0)
+    calls: list[int] = []
+
+    def train(i, w):
+        calls.append(i)
+        if i == 2:
+            raise RuntimeError("out of memory on proxy 2")
+        if i == 4 and len(calls) < 6:
+            raise KeyboardInterrupt  # the sweep is killed while proxy 4 trains
+        return {"val_loss": float(w[0]), "tokens": 100}
+
+    sweep = ProxySweep(tmp_path, weights)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run(train)
+    assert calls == [0, 1, 2, 3, 4]
+    results = sweep.run(train)  # resume: only proxy 4 trains again
+    assert calls == [0, 1, 2, 3, 4, 4]
+    assert [r.status for r in results] == ["ok", "ok", "failed", "ok", "ok"]
+    assert "out of memory" in results[2].error
+    w, losses, found = sweep.collect()
+    assert len(found) == 5 and w.shape == (4, 2) and np.allclose(losses, w[:, 0])
+    assert results[0].extra == {"tokens": 100}
