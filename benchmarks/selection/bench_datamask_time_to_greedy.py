@@ -1,0 +1,186 @@
+"""DATAMASK Fig. 4 analogue: time for DataMask to reach greedy DiSF's value; step time vs one pass.
+
+For each N: greedy DiSF (DiSF Algorithm 1, b = 1024) in both implementations
+gives the target value -||C||_F of its selection over the whole set; DataMask
+(diversity = disf, lam = 0, one block) runs up to --max-steps and the first
+history row whose top-S DiSF value reaches the target gives the time (history
+evaluation included). Reference greedy is measured up to --reference-max-n
+items and extrapolated linearly in the number of batches beyond (flagged).
+
+Also: DataMask step time against one streaming pass over the block, i.e. a
+dense (G x N) 0/1 mask matrix times the (N x d) embeddings -- the ratio says
+how far a step is from that memory-bound floor.
+
+Writes benchmarks/results/datamask_time_to_greedy.csv and .png.
+Synthetic clustered unit vectors with near-duplicates (labelled in the CSV).
+
+    .venv/bin/python benchmarks/selection/bench_datamask_time_to_greedy.py          # short
+    .venv/bin/python benchmarks/selection/bench_datamask_time_to_greedy.py --full   # paper sizes, d = 768 (hours)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from curation.selection import select  # noqa: E402
+from curation.selection.objectives import disf  # noqa: E402
+from curation.selection.synthetic import clustered_unit_vectors  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def _greedy(emb, quality, budget, impl, seed):
+    cfg = {"diversity": "disf", "lam": 0.0, "impl": impl}
+    t0 = time.perf_counter()
+    sel = select("greedy", quality=quality, embeddings=emb, budget=budget, config=cfg, seed=seed)
+    return time.perf_counter() - t0, sel
+
+
+def _reference_time(emb, quality, ratio, max_n, seed):
+    """Measured when N <= max_n, else the first max_n items (whole batches) scaled by N / max_n."""
+    n = len(emb)
+    if n <= max_n:
+        return _greedy(emb, quality, int(round(ratio * n)), "reference", seed)[0], True
+    m = max(1024, (max_n // 1024) * 1024)
+    t = _greedy(emb[:m], quality[:m], int(round(ratio * m)), "reference", seed)[0]
+    return t * n / m, False
+
+
+def _datamask(emb, quality, budget, target, args, batch_ratio, seed):
+    cfg = {
+        "diversity": "disf", "lam": 0.0, "steps": args.max_steps, "batch_ratio": batch_ratio,
+        "group_size": args.group_size, "lr": args.lr, "history_every": args.history_every,
+        "final": "topk", "block_size": max(len(emb), 2),
+    }
+    sel = select("datamask", quality=quality, embeddings=emb, budget=budget, config=cfg, seed=seed)
+    h = sel.history
+    hit = h[h["diversity"] >= target]
+    reached = not hit.empty
+    return {
+        "reached": reached,
+        "time_to_target_s": float(hit["wall_time_s"].iloc[0]) if reached else float("nan"),
+        "steps_to_target": int(hit["step"].iloc[0]) if reached else -1,
+        "final_value": float(h["diversity"].iloc[-1]),
+        "total_time_s": float(h["wall_time_s"].iloc[-1]),
+        "steps_run": int(h["step"].iloc[-1]),
+    }
+
+
+def _step_vs_pass(emb, quality, budget, args, batch_ratio, seed):
+    """Mean DataMask step time and the time of (G x N_b mask) @ (N_b x d) for the same step size."""
+    stamps = []
+    cfg = {"diversity": "disf", "lam": 0.0, "steps": args.timing_steps, "batch_ratio": batch_ratio,
+           "group_size": args.group_size, "history_every": 10**9, "block_size": max(len(emb), 2)}
+    select("datamask", quality=quality, embeddings=emb, budget=budget, config=cfg, seed=seed,
+           progress=lambda done, total: stamps.append(time.perf_counter()))
+    # the last step also records a history row: leave it out
+    step_s = float(np.median(np.diff(stamps[:-1]))) if len(stamps) > 2 else float("nan")
+    n_b = len(emb) if batch_ratio >= 1 else max(2, round(batch_ratio * len(emb)))
+    s_b = max(1, round(budget * n_b / len(emb)))
+    z = torch.as_tensor(emb[:n_b], dtype=torch.float32)
+    masks = torch.zeros(args.group_size, n_b)
+    masks[:, :s_b] = 1.0
+    masks = masks[:, torch.randperm(n_b)]
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        masks @ z
+        best = min(best, time.perf_counter() - t0)
+    return step_s, best, n_b, s_b
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="2000,5000", help="comma-separated N (full: 5000,...,100000)")
+    parser.add_argument("--d", type=int, default=128, help="embedding dimension (full: 768)")
+    parser.add_argument("--ratio", type=float, default=0.1, help="keep ratio S/N (paper: 10%%)")
+    parser.add_argument("--batch-ratios", default="0.2,1.0", help="DataMask batch_ratio values")
+    parser.add_argument("--max-steps", type=int, default=600)
+    parser.add_argument("--history-every", type=int, default=10)
+    parser.add_argument("--group-size", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=10.0)
+    parser.add_argument("--timing-steps", type=int, default=12)
+    parser.add_argument("--reference-max-n", type=int, default=2048)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--full", action="store_true", help="N in {5k,10k,20k,50k,100k}, d = 768, 5000 steps")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.full:
+        args.sizes, args.d, args.max_steps = "5000,10000,20000,50000,100000", 768, 5000
+    torch.set_num_threads(args.threads)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    batch_ratios = [float(r) for r in args.batch_ratios.split(",")]
+    data_label = f"synthetic clustered unit vectors, 50 clusters, 10% near-duplicates, seed {args.seed}"
+
+    rows = []
+    for n in sizes:
+        emb, quality, _ = clustered_unit_vectors(n, args.d, n_clusters=50, duplicate_fraction=0.1, seed=args.seed)
+        budget = int(round(args.ratio * n))
+        t_fast, greedy = _greedy(emb, quality, budget, "fast", args.seed)
+        target = disf(emb, quality, greedy.indices)
+        t_ref, ref_measured = _reference_time(emb, quality, args.ratio, args.reference_max_n, args.seed)
+        print(f"N={n}: greedy fast {t_fast:.2f}s, reference {t_ref:.1f}s"
+              f"{'' if ref_measured else ' (extrapolated)'}, target DiSF {target:.5f}", flush=True)
+        base = {"n": n, "d": args.d, "budget": budget, "threads": args.threads, "data": data_label}
+        rows.append({**base, "kind": "greedy_fast", "time_s": t_fast, "value": target, "measured": True})
+        rows.append({**base, "kind": "greedy_reference", "time_s": t_ref, "value": target, "measured": ref_measured})
+        for r in batch_ratios:
+            dm = _datamask(emb, quality, budget, target, args, r, args.seed)
+            step_s, pass_s, n_b, s_b = _step_vs_pass(emb, quality, budget, args, r, args.seed)
+            print(f"  DataMask r={r}: reached={dm['reached']} at {dm['time_to_target_s']:.1f}s "
+                  f"(step {dm['steps_to_target']}), final {dm['final_value']:.5f}; "
+                  f"step {step_s * 1e3:.1f} ms vs pass {pass_s * 1e3:.2f} ms ({step_s / pass_s:.0f}x)", flush=True)
+            rows.append({
+                **base, "kind": f"datamask_r{r}", "time_s": dm["time_to_target_s"], "value": dm["final_value"],
+                "measured": dm["reached"], "steps_to_target": dm["steps_to_target"], "steps_run": dm["steps_run"],
+                "total_time_s": dm["total_time_s"], "batch_ratio": r, "group_size": args.group_size, "lr": args.lr,
+                "step_time_s": step_s, "pass_time_s": pass_s, "step_over_pass": step_s / pass_s,
+                "batch_items": n_b, "batch_budget": s_b,
+            })
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    first = ["kind", "n", "d", "budget", "time_s", "measured", "value"]
+    fields = first + sorted({k for row in rows for k in row} - set(first))
+    with open(args.out / "datamask_time_to_greedy.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        pts = [(r["n"], r["time_s"]) for r in rows if r["kind"] == kind and np.isfinite(r["time_s"])]
+        if pts:
+            ax1.plot(*zip(*pts), marker="o", label=kind)
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("N (items)")
+    ax1.set_ylabel("time to greedy-DiSF value (s)")
+    ax1.set_title(f"Fig. 4 analogue, keep {args.ratio:.0%}, d={args.d} (synthetic)", fontsize=9)
+    ax1.legend(fontsize=7)
+    for r in batch_ratios:
+        pts = [(row["n"], row["step_over_pass"]) for row in rows if row.get("batch_ratio") == r]
+        ax2.plot(*zip(*pts), marker="s", label=f"batch_ratio={r}")
+    ax2.set_xscale("log")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("N (items)")
+    ax2.set_ylabel("DataMask step / (G x N_b mask @ N_b x d)")
+    ax2.set_title(f"Step time vs one streaming pass, G={args.group_size}", fontsize=9)
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(args.out / "datamask_time_to_greedy.png", dpi=120)
+    print(f"wrote {args.out / 'datamask_time_to_greedy.csv'} and .png")
+
+
+if __name__ == "__main__":
+    main()

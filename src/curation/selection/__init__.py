@@ -1,0 +1,42 @@
+"""Selection engine: choose `budget` of N items from quality scores and embeddings.
+
+Pure PyTorch/NumPy (no Kedro, MLflow or Hydra). Methods: ``datamask``
+(DATAMASK Algorithm 1, seeds/000), ``greedy`` (DiSF Algorithm 1, seeds/001, and
+greedy for every objective), ``topk_quality``, ``random``, ``semdedup``, ``dvrl``.
+
+    from curation.selection import select
+    sel = select("datamask", quality=q, embeddings=z, budget=1000, config={"lam": 0.3}, seed=0)
+    sel.indices   # sorted int64, exactly `budget` unique ids
+    sel.history   # pandas DataFrame, one row per recorded step
+    sel.info      # dict: config, counts, timings
+
+Modules, one algorithm each: ``config`` (knobs + defaults), ``objectives`` (Eq. 3,
+4, 12), ``datamask``, ``greedy``, ``baselines``, ``semdedup``, ``dvrl``,
+``diagnostics``, ``budget`` (exact budget splits), ``api`` (``select``).
+"""
+
+from curation.selection.api import Selection, select
+from curation.selection.config import (
+    DataMaskConfig,
+    DvrlConfig,
+    GreedyConfig,
+    RandomConfig,
+    SemDeDupConfig,
+    TopkQualityConfig,
+    parse_config,
+)
+from curation.selection.diagnostics import diagnose, dominance_scores
+
+__all__ = [
+    "DataMaskConfig",
+    "DvrlConfig",
+    "GreedyConfig",
+    "RandomConfig",
+    "SemDeDupConfig",
+    "Selection",
+    "TopkQualityConfig",
+    "diagnose",
+    "dominance_scores",
+    "parse_config",
+    "select",
+]

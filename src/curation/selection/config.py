@@ -1,0 +1,302 @@
+"""Typed knobs of every selection method, with the papers' defaults.
+
+One ``@dataclass`` per method. Each mirrors ``conf/selection/<method>.yaml`` key
+for key (``tests/selection/test_config.py`` loads every yaml and compares it with
+``dataclasses.asdict`` of the default instance, so the two cannot drift).
+
+``parse_config(method, mapping)`` builds a config from any mapping (a dict, an
+OmegaConf ``DictConfig``): missing keys take the defaults; unknown keys, values
+of the wrong type and out-of-range values raise ``ValueError`` naming the key.
+
+References: DATAMASK = seeds/000 (Eq. 3-13, Algorithm 1, Sec. 4.3, App. A.6-A.8);
+DiSF = seeds/001 (Eq. 3-7, Algorithm 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+DIVERSITIES = ("pws", "fl", "fl_sum", "disf")
+METHODS = ("datamask", "greedy", "topk_quality", "random", "semdedup", "dvrl")
+
+
+def _require(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ValueError(f"selection config key {key!r}: {message}")
+
+
+@dataclass
+class SelectionConfig:
+    """Knobs every method understands."""
+
+    method: str = ""
+    # Quality-aware pruning in place (DATAMASK Sec. 4.3, App. A.5): items whose
+    # quality is below this value are dropped before selecting; None = off.
+    min_quality: Optional[float] = None
+
+    def validate(self) -> None:
+        _require(self.method in METHODS, "method", f"must be one of {METHODS}, got {self.method!r}")
+
+
+@dataclass
+class ObjectiveConfig(SelectionConfig):
+    """Knobs of the joint objective f = lam * f_qua + (1 - lam) * f_div (DATAMASK Eq. 12)."""
+
+    # Diversity term (DATAMASK Eq. 4): pws (pair-wise cosine similarity), fl
+    # (facility location, max-similarity coverage), fl_sum (the printed Eq. 4
+    # sum form), disf (-||C||_F, DiSF Eq. 3-5).
+    diversity: str = "pws"
+    # lambda of Eq. 12 in [0, 1]: 1.0 = quality only, 0.0 = diversity only.
+    lam: float = 0.3
+    # Standardise each term by its mean/std over uniformly random subsets of
+    # the same size, so lam weighs "one random-subset std" of each term; False
+    # = the paper's raw Eq. 12 (where quality in [0, 15] dwarfs diversity).
+    standardize: bool = True
+    # Number of random subsets used to estimate those term statistics.
+    scale_samples: int = 64
+    # Facility location reference points: a random subsample of the block of
+    # this many items (count; capped at the block size).
+    fl_reference_size: int = 1024
+
+    def validate(self) -> None:
+        super().validate()
+        _require(self.diversity in DIVERSITIES, "diversity", f"must be one of {DIVERSITIES}, got {self.diversity!r}")
+        _require(0.0 <= self.lam <= 1.0, "lam", f"must be in [0, 1], got {self.lam}")
+        _require(self.scale_samples >= 2, "scale_samples", f"must be >= 2, got {self.scale_samples}")
+        _require(self.fl_reference_size >= 1, "fl_reference_size", f"must be >= 1, got {self.fl_reference_size}")
+
+
+@dataclass
+class DataMaskConfig(ObjectiveConfig):
+    """DATAMASK Algorithm 1 (policy-gradient mask learning)."""
+
+    method: str = "datamask"
+    # G of Eq. 10: masks sampled per step (paper recommends 128 or 256, Sec. 4.3).
+    group_size: int = 128
+    # eta of Eq. 11: step size on the logits (paper uses 10, App. A.6.1).
+    lr: float = 10.0
+    # E of Algorithm 1: update steps per block (paper: 7k-10k for 1M items, App. A.6.3).
+    steps: int = 2000
+    # r: fraction of the block that takes part in each step, budget scaled by r
+    # (batch updating, Sec. 4.3; paper recommends 0.05-0.10).
+    batch_ratio: float = 0.05
+    # L^0: "zeros" (same initialisation) or "quality" (Eq. 13, App. A.6.2).
+    init: str = "zeros"
+    # Eq. 13 range of quality scores, q_min..q_max (paper: 0..15) ...
+    q_min: float = 0.0
+    q_max: float = 15.0
+    # ... mapped linearly to logits l_min..l_max (paper: -5..5).
+    l_min: float = -5.0
+    l_max: float = 5.0
+    # Final mask: "sample" S items from softmax(L^E) as Algorithm 1 does, or "topk".
+    final: str = "sample"
+    # Items per independent random block (Sec. 4.3 "Splitting"); same keep ratio in every block.
+    block_size: int = 1_000_000
+    # Record a history row every this many steps (joint objective, terms, entropy, wall time).
+    history_every: int = 10
+    # Save logits + RNG state every this many steps (0 = never); needs checkpoint_dir.
+    checkpoint_every: int = 500
+    # Directory for per-block checkpoints; None = no checkpoints.
+    checkpoint_dir: Optional[str] = None
+    # Continue from the checkpoints in checkpoint_dir (same seed/config give the same selection).
+    resume: bool = False
+    # Torch device for the logits and objective: "cpu", "cuda", "cuda:1", or "auto".
+    device: str = "cpu"
+
+    def validate(self) -> None:
+        super().validate()
+        _require(self.group_size >= 2, "group_size", f"G must be >= 2, got {self.group_size}")
+        _require(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
+        _require(self.steps >= 0, "steps", f"must be >= 0, got {self.steps}")
+        _require(0.0 < self.batch_ratio <= 1.0, "batch_ratio", f"must be in (0, 1], got {self.batch_ratio}")
+        _require(self.init in ("zeros", "quality"), "init", f"must be 'zeros' or 'quality', got {self.init!r}")
+        _require(self.q_max > self.q_min, "q_max", f"must be > q_min ({self.q_min}), got {self.q_max}")
+        _require(self.l_max > self.l_min, "l_max", f"must be > l_min ({self.l_min}), got {self.l_max}")
+        _require(self.final in ("sample", "topk"), "final", f"must be 'sample' or 'topk', got {self.final!r}")
+        _require(self.block_size >= 2, "block_size", f"must be >= 2, got {self.block_size}")
+        _require(self.history_every >= 1, "history_every", f"must be >= 1, got {self.history_every}")
+        _require(self.checkpoint_every >= 0, "checkpoint_every", f"must be >= 0, got {self.checkpoint_every}")
+        _require(
+            not self.resume or self.checkpoint_dir is not None,
+            "resume",
+            "resume=true needs checkpoint_dir",
+        )
+
+
+@dataclass
+class GreedyConfig(ObjectiveConfig):
+    """Classical greedy maximisation of the joint objective (DiSF Algorithm 1 for disf)."""
+
+    method: str = "greedy"
+    # "fast" (incremental / rank-1 updates, lazy evaluation for disf) or
+    # "reference" (re-evaluate the objective from scratch for every candidate).
+    impl: str = "fast"
+    # b of DiSF Algorithm 1: contiguous batches of b items, each with its share
+    # of the budget; None = 1024 for disf, the whole block otherwise.
+    batch_size: Optional[int] = None
+    # First pick of every batch: "random" (DiSF Algorithm 1) or "argmax".
+    first_pick: str = "random"
+
+    def validate(self) -> None:
+        super().validate()
+        _require(self.impl in ("fast", "reference"), "impl", f"must be 'fast' or 'reference', got {self.impl!r}")
+        _require(
+            self.batch_size is None or self.batch_size >= 2,
+            "batch_size",
+            f"must be None or >= 2, got {self.batch_size}",
+        )
+        _require(
+            self.first_pick in ("random", "argmax"),
+            "first_pick",
+            f"must be 'random' or 'argmax', got {self.first_pick!r}",
+        )
+
+
+@dataclass
+class TopkQualityConfig(SelectionConfig):
+    """Keep the `budget` items of highest quality (ties: lower index first)."""
+
+    method: str = "topk_quality"
+
+
+@dataclass
+class RandomConfig(SelectionConfig):
+    """Uniform random subset of size `budget`."""
+
+    method: str = "random"
+
+
+@dataclass
+class SemDeDupConfig(SelectionConfig):
+    """SemDeDup (Abbas et al. 2023, FAIR code): k-means, per-cluster cosine threshold 1 - eps."""
+
+    method: str = "semdedup"
+    # k-means clusters (count; capped at the number of items).
+    n_clusters: int = 100
+    # scikit-learn KMeans n_init and max_iter.
+    kmeans_n_init: int = 1
+    kmeans_max_iter: int = 100
+    # Which duplicate survives inside a cluster (FAIR `which_to_keep`): "hard"
+    # (far from the centroid, FAIR default), "easy" (close), "random", or
+    # "quality" (highest quality first).
+    keep: str = "hard"
+    # Cosine-distance threshold: drop an item whose similarity to an earlier kept-order
+    # item of its cluster exceeds 1 - eps. None = choose eps so exactly `budget` survive.
+    eps: Optional[float] = None
+    # With a fixed eps the survivors rarely number exactly `budget`: trim or top up
+    # by "similarity" (most/least duplicated first) or "quality" (worst/best first).
+    adjust: str = "similarity"
+
+    def validate(self) -> None:
+        super().validate()
+        _require(self.n_clusters >= 1, "n_clusters", f"must be >= 1, got {self.n_clusters}")
+        _require(self.kmeans_n_init >= 1, "kmeans_n_init", f"must be >= 1, got {self.kmeans_n_init}")
+        _require(self.kmeans_max_iter >= 1, "kmeans_max_iter", f"must be >= 1, got {self.kmeans_max_iter}")
+        keeps = ("hard", "easy", "random", "quality")
+        _require(self.keep in keeps, "keep", f"must be one of {keeps}, got {self.keep!r}")
+        _require(self.eps is None or 0.0 <= self.eps <= 2.0, "eps", f"must be None or in [0, 2], got {self.eps}")
+        _require(
+            self.adjust in ("similarity", "quality"),
+            "adjust",
+            f"must be 'similarity' or 'quality', got {self.adjust!r}",
+        )
+
+
+@dataclass
+class DvrlConfig(ObjectiveConfig):
+    """DVRL data value estimator (Yoon et al. 2020) as DATAMASK App. A.8 runs it."""
+
+    method: str = "dvrl"
+    # Reward = PWS only (DATAMASK Table 8).
+    lam: float = 0.0
+    # Width of the two hidden layers of the 3-layer ReLU MLP (DVRL default 100).
+    hidden_dim: int = 100
+    # REINFORCE iterations (DVRL default 2000).
+    iterations: int = 2000
+    # Items per iteration (DVRL default 2000; capped at the seen set).
+    batch_size: int = 2000
+    # Adam learning rate (DVRL's default 0.01 collapsed the selection rate in our runs).
+    lr: float = 0.001
+    # Moving-average baseline window T: b <- (T-1)/T b + r/T (DVRL default 20).
+    baseline_window: int = 20
+    # Weight of the penalty (mean selection probability - keep ratio)^2, which
+    # replaces DVRL's [1-threshold, threshold] box on the selection rate.
+    rate_penalty: float = 1000.0
+    # Fraction of items held out from training ("unseen", App. A.8 / Table 8); 0 = none.
+    unseen_fraction: float = 0.0
+    # Record a history row every this many iterations.
+    history_every: int = 10
+    # Torch device: "cpu", "cuda", or "auto".
+    device: str = "cpu"
+
+    def validate(self) -> None:
+        super().validate()
+        _require(self.hidden_dim >= 1, "hidden_dim", f"must be >= 1, got {self.hidden_dim}")
+        _require(self.iterations >= 0, "iterations", f"must be >= 0, got {self.iterations}")
+        _require(self.batch_size >= 2, "batch_size", f"must be >= 2, got {self.batch_size}")
+        _require(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
+        _require(self.baseline_window >= 1, "baseline_window", f"must be >= 1, got {self.baseline_window}")
+        _require(self.rate_penalty >= 0, "rate_penalty", f"must be >= 0, got {self.rate_penalty}")
+        _require(
+            0.0 <= self.unseen_fraction < 1.0,
+            "unseen_fraction",
+            f"must be in [0, 1), got {self.unseen_fraction}",
+        )
+        _require(self.history_every >= 1, "history_every", f"must be >= 1, got {self.history_every}")
+
+
+CONFIG_CLASSES: dict[str, type[SelectionConfig]] = {
+    "datamask": DataMaskConfig,
+    "greedy": GreedyConfig,
+    "topk_quality": TopkQualityConfig,
+    "random": RandomConfig,
+    "semdedup": SemDeDupConfig,
+    "dvrl": DvrlConfig,
+}
+
+
+def _coerce(key: str, value: Any, annotation: Any) -> Any:
+    """Return `value` as the field's type; refuse lossy or surprising conversions."""
+    if typing.get_origin(annotation) is typing.Union:  # Optional[X]
+        if value is None:
+            return None
+        (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if annotation is bool:
+        _require(isinstance(value, bool), key, f"must be a bool, got {value!r}")
+        return value
+    if annotation is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        ok = ok or (isinstance(value, float) and value.is_integer())
+        _require(ok, key, f"must be an int, got {value!r}")
+        return int(value)
+    if annotation is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        _require(ok, key, f"must be a number, got {value!r}")
+        return float(value)
+    if annotation is str:
+        _require(isinstance(value, str), key, f"must be a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported annotation {annotation!r} for {key!r}")  # programming error
+
+
+def parse_config(method: str, config: Mapping[str, Any] | SelectionConfig | None = None) -> SelectionConfig:
+    """Build and validate the config of `method` from a mapping (missing keys = defaults)."""
+    if method not in CONFIG_CLASSES:
+        raise ValueError(f"selection config key 'method': must be one of {METHODS}, got {method!r}")
+    cls = CONFIG_CLASSES[method]
+    if isinstance(config, SelectionConfig):
+        _require(isinstance(config, cls), "method", f"config is a {type(config).__name__}, not {cls.__name__}")
+        config = dataclasses.asdict(config)
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for key, value in dict((config or {}).items()).items():
+        _require(key in hints, str(key), f"unknown for method {method!r} (known: {sorted(hints)})")
+        values[key] = _coerce(key, value, hints[key])
+    _require(values.get("method", method) == method, "method", f"is {values.get('method')!r} but {method!r} was asked")
+    values["method"] = method
+    cfg = cls(**values)
+    cfg.validate()
+    return cfg

@@ -1,0 +1,426 @@
+"""DATAMASK (seeds/000, Sec. 3, Algorithm 1): policy-gradient mask learning.
+
+Per block of N items we learn logits L (N,). Each step:
+
+1. batch updating (Sec. 4.3): a random fraction r of the block takes part, with
+   the budget scaled by r: S_b = round(S * N_b / N) of N_b = round(r * N) items;
+2. G masks of S_b items are drawn *without replacement* from softmax(L_B)
+   (Eq. 7) -- all G at once by Gumbel-top-k, whose key order is the draw order;
+3. every mask is scored with the joint objective f (Eq. 12, ``objectives.py``);
+4. group-relative advantages A_j = (f_j - mean) / std (Eq. 10);
+5. L_B <- L_B + eta * (1/G) sum_j A_j grad_L log P(ordering_j | L_B) (Eq. 11),
+   with the exact Plackett-Luce score function (``policy_gradient``).
+
+After E steps the final mask is sampled from softmax(L) (Algorithm 1, last
+line) or, if configured, is the top-S of L. The corpus is split into random
+blocks of ``block_size`` items with the same keep ratio (Sec. 4.3 "Splitting");
+blocks are independent (``plan_blocks`` + ``run_block`` can run in separate
+processes or devices). Every ``checkpoint_every`` steps the logits and the RNG
+state are saved, and ``resume=True`` continues to the same selection an
+uninterrupted run with the same seed makes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import pandas as pd
+import torch
+
+from curation.selection.budget import allocate_budget
+from curation.selection.config import DataMaskConfig
+from curation.selection.objectives import Objective, derive_seed
+
+log = logging.getLogger(__name__)
+
+Progress = Optional[Callable[[int, int], None]]
+
+# Config keys that do not change the optimisation and may differ on resume.
+_RESUME_FREE_KEYS = {"checkpoint_every", "checkpoint_dir", "resume", "history_every", "device"}
+
+
+# --- sampling and the score function (Eq. 7, 9-11) ---
+
+
+def gumbel_top_k(logits: torch.Tensor, k: int, g: int, generator: torch.Generator) -> torch.Tensor:
+    """G orderings of k items drawn without replacement from softmax(logits) (Eq. 7).
+
+    Adding i.i.d. Gumbel noise to the logits and taking the top-k gives exactly
+    the sequential (Plackett-Luce) draw; the rank of an item's key is its draw
+    number. Returns the item ids in draw order, shape (g, k).
+    """
+    u = torch.rand((g, logits.shape[0]), dtype=torch.float64, device=logits.device, generator=generator)
+    gumbel = -torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float64).tiny)))  # (3x faster than exponential_)
+    keys = logits.double().unsqueeze(0) + gumbel
+    return torch.topk(keys, k, dim=1, sorted=True).indices
+
+
+def plackett_luce_log_prob(logits: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """log P(ordering | L) = sum_t [L_{pi_t} - log Z_t], Z_t = sum of e^L over items not yet drawn.
+
+    Written sequentially and differentiably: the reference the fast score
+    function is tested against. Shape (G,) for `order` (G, k).
+    """
+    out = []
+    for row in order:
+        available = torch.ones_like(logits, dtype=torch.bool)
+        lp = logits.new_zeros(())
+        for i in row.tolist():
+            lp = lp + logits[i] - torch.logsumexp(logits[available], 0)
+            available = available.clone()
+            available[i] = False
+        out.append(lp)
+    return torch.stack(out)
+
+
+def _log_cumulative_inverse_z(log_p: torch.Tensor, log_rest: torch.Tensor) -> torch.Tensor:
+    """log C[j, t] = log sum_{t' <= t} 1 / Z_{j,t'}, shape (G, k).
+
+    log_p: logits of the drawn items in draw order (G, k); log_rest: log of the
+    never-drawn mass (G,). Z_t = rest + sum_{t' >= t} e^{L_pi_t'}, summed from the back.
+    """
+    log_tail = torch.logcumsumexp(log_p.flip(1), 1).flip(1)  # log sum_{t' >= t} e^{L_pi_t'}
+    log_z = torch.logaddexp(log_rest.unsqueeze(1), log_tail)  # log Z_t
+    return torch.logcumsumexp(-log_z, 1)
+
+
+def plackett_luce_score(logits: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """Dense score function grad_L log P(ordering_j | L), shape (G, N), float64.
+
+    For item i: 1[i drawn] - e^{L_i} * sum_{t <= tau_i} 1/Z_t, where tau_i is the
+    draw that picked i, or the last draw k if i was never picked (i was then
+    available at every draw), and Z_t = sum of e^L over the items still
+    available at draw t. Computed in log space: i was available at every draw
+    t <= tau_i, so each e^{L_i}/Z_t <= 1 and nothing overflows however far the
+    logits have spread; the never-drawn mass is summed over the undrawn items
+    themselves (total minus drawn would cancel once the drawn items hold almost
+    all of it). O(N + k) per ordering.
+    """
+    lg = logits.double()
+    g, k = order.shape
+    rows = torch.arange(g, device=order.device).unsqueeze(1).expand(g, k)
+    drawn = torch.zeros((g, lg.shape[0]), dtype=torch.bool, device=lg.device)
+    drawn[rows, order] = True
+    log_rest = torch.logsumexp(lg.masked_fill(drawn, float("-inf")), 1)
+    log_c = _log_cumulative_inverse_z(lg[order], log_rest)
+    log_c_tau = log_c[:, -1:].expand_as(drawn).clone()  # never drawn: all k draws
+    log_c_tau[rows, order] = log_c  # drawn at t: draws 1..t
+    score = -torch.exp(lg.unsqueeze(0) + log_c_tau)
+    score[rows, order] += 1.0
+    return score
+
+
+# A mask takes the O(k) sparse path when its terms stay below e^20 (rounding error
+# of the base-minus-correction form <= 1e-16 * e^20 ~ 5e-8 per term) and its
+# never-drawn mass is not a tiny difference of large numbers.
+_SPARSE_MAX_LOG_TERM = 20.0
+_SPARSE_MIN_REST = 1e-8
+
+
+def policy_gradient(logits: torch.Tensor, order: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+    """(1/G) sum_j A_j grad_L log P(ordering_j | L), shape (N,) float64.
+
+    This is the exact score function of each sampled Plackett-Luce ordering (see
+    ``plackett_luce_score``), so sum_j f_j * score_j / G is an *unbiased*
+    estimate of grad_L E[f(M)] (Eq. 9): f depends only on the set, and the set
+    probability of Eq. 7 is the sum over its orderings. Eq. 10's group-relative
+    advantage then subtracts the group mean (a baseline; including the sample's
+    own f scales the expectation by (G-1)/G) and divides by the group std (a
+    positive step-size factor), as DATAMASK App. A.9 discusses.
+
+    Cost O(N + G k) via cumulative sums: every item first gets the never-drawn
+    term of every mask, -e^{L_i} sum_j A_j C_{j,k}, and the G k drawn entries are
+    then corrected by a scatter-add. Once the logits have spread so far that
+    this base-minus-correction form would lose precision (see the thresholds
+    above), those masks use the dense log-space form instead, O(N) each.
+    """
+    lg = logits.double()
+    g, n = order.shape[0], lg.shape[0]
+    a = advantages.double()
+    m = lg.max()
+    w = torch.exp(lg - m)  # (N,) shifted weights
+    log_p = lg[order]  # (G, k)
+    rest = w.sum() - w[order].sum(1)  # never-drawn mass (shifted), cheap but cancels when tiny
+    log_c = _log_cumulative_inverse_z(log_p, torch.log(rest.clamp_min(0.0)) + m)
+    log_c_last = log_c[:, -1]
+    sparse = (rest > _SPARSE_MIN_REST * w.sum()) & ((log_p + log_c_last.unsqueeze(1)).amax(1) < _SPARSE_MAX_LOG_TERM)
+
+    grad = torch.zeros(n, dtype=torch.float64, device=lg.device)
+    if bool(sparse.any()):
+        a_s, lp_s, lc_s, lcl_s = a[sparse], log_p[sparse], log_c[sparse], log_c_last[sparse].unsqueeze(1)
+        # never-drawn term for all items; exp(log C + m) <= max(k, e^20) on sparse masks
+        grad -= w * (a_s * torch.exp(log_c_last[sparse] + m)).sum()
+        fix = a_s.unsqueeze(1) * (1.0 - torch.exp(lp_s + lc_s) + torch.exp(lp_s + lcl_s))  # true - base
+        grad.index_add_(0, order[sparse].reshape(-1), fix.reshape(-1))
+    dense_rows = torch.nonzero(~sparse).squeeze(1)
+    step = max(1, (1 << 22) // max(n, 1))  # bound the (rows, N) dense block
+    for lo in range(0, len(dense_rows), step):
+        r = dense_rows[lo : lo + step]
+        grad += (a[r].unsqueeze(1) * plackett_luce_score(lg, order[r])).sum(0)
+    return grad / g
+
+
+def group_advantage(values: torch.Tensor) -> torch.Tensor:
+    """Eq. 10: (f_j - mu_G) / sigma_G; all zeros when the group has (numerically) no spread."""
+    v = values.double()
+    std = v.std(unbiased=False)
+    if not torch.isfinite(std) or std <= 1e-12 * max(1.0, float(v.abs().max())):
+        return torch.zeros_like(v)
+    return (v - v.mean()) / std
+
+
+def quality_init(quality: torch.Tensor, cfg: DataMaskConfig) -> torch.Tensor:
+    """Eq. 13: logits = (q - q_min) / (q_max - q_min) * (l_max - l_min) + l_min (q clipped to its range)."""
+    q = quality.double()
+    if bool((q < cfg.q_min).any() or (q > cfg.q_max).any()):
+        log.warning("quality outside [q_min, q_max] = [%s, %s]; clipped for init", cfg.q_min, cfg.q_max)
+    q = q.clamp(cfg.q_min, cfg.q_max)
+    return (q - cfg.q_min) / (cfg.q_max - cfg.q_min) * (cfg.l_max - cfg.l_min) + cfg.l_min
+
+
+def softmax_entropy(logits: torch.Tensor) -> float:
+    """Entropy (nats) of softmax(L): logsumexp(L) - sum_i p_i L_i."""
+    lg = logits.double()
+    p = torch.softmax(lg, 0)
+    return float(torch.logsumexp(lg, 0) - (p * lg).sum())
+
+
+def topk_indices(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """The k largest logits, ties to the lower index (deterministic)."""
+    return torch.argsort(-logits, stable=True)[:k]
+
+
+# --- blocks (Sec. 4.3 "Splitting") ---
+
+
+def plan_blocks(n: int, budget: int, block_size: int, seed: int) -> list[tuple[np.ndarray, int]]:
+    """Random blocks of at most `block_size` items, each with its share of the budget.
+
+    One block (in input order) when n <= block_size. Otherwise a seeded random
+    permutation is cut into ceil(n / block_size) near-equal blocks, and the budget
+    is split in proportion (same keep ratio, exact total). Returns (ids, budget).
+    """
+    if n <= block_size:
+        return [(np.arange(n, dtype=np.int64), budget)]
+    n_blocks = -(-n // block_size)
+    perm = np.random.default_rng(derive_seed(seed, 3)).permutation(n)
+    parts = [np.sort(p) for p in np.array_split(perm, n_blocks)]
+    budgets = allocate_budget(budget, [len(p) for p in parts])
+    return list(zip(parts, budgets))
+
+
+@dataclass
+class BlockResult:
+    indices: np.ndarray  # sorted local ids into the block
+    history: pd.DataFrame
+    info: dict
+
+
+def _fingerprint(n: int, budget: int, seed: int, block_id: int, cfg: DataMaskConfig) -> dict:
+    keys = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _RESUME_FREE_KEYS}
+    return {"n": n, "budget": budget, "seed": seed, "block_id": block_id, **keys}
+
+
+def _atomic_save(obj: dict, path: Path) -> None:
+    # write-then-rename: a kill during the save never leaves a torn checkpoint
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _load_checked(path: Path, fingerprint: dict) -> dict:
+    state = torch.load(path, weights_only=True)
+    for key, value in fingerprint.items():
+        if state["fingerprint"].get(key) != value:
+            raise ValueError(
+                f"selection config key {key!r}: checkpoint {path} was written with "
+                f"{state['fingerprint'].get(key)!r}, this run has {value!r}; use another checkpoint_dir"
+            )
+    return state
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def run_block(
+    embeddings: torch.Tensor,
+    quality: torch.Tensor,
+    budget: int,
+    cfg: DataMaskConfig,
+    *,
+    seed: int,
+    block_id: int = 0,
+    progress: Progress = None,
+    progress_offset: int = 0,
+    progress_total: int | None = None,
+) -> BlockResult:
+    """Algorithm 1 on one block. `embeddings` (n, d) and `quality` (n,) on the target device."""
+    n = embeddings.shape[0]
+    device = embeddings.device
+    if budget <= 0 or budget >= n:  # nothing to learn
+        ids = np.arange(n if budget >= n else 0, dtype=np.int64)
+        return BlockResult(ids, pd.DataFrame(), {"block": block_id, "n": n, "budget": budget, "steps_run": 0})
+
+    block_seed = derive_seed(seed, 10, block_id)
+    objective = Objective(
+        embeddings,
+        quality,
+        diversity=cfg.diversity,
+        lam=cfg.lam,
+        standardize=cfg.standardize,
+        scale_samples=cfg.scale_samples,
+        fl_reference_size=cfg.fl_reference_size,
+        seed=block_seed,
+    )
+    needed = objective.needed_terms()
+    n_b = n if cfg.batch_ratio >= 1.0 else min(n, max(2, round(cfg.batch_ratio * n)))
+    s_b = min(n_b - 1, max(1, round(budget * n_b / n)))  # budget scaled by r
+
+    ckpt = done = None
+    fingerprint = _fingerprint(n, budget, seed, block_id, cfg)
+    if cfg.checkpoint_dir is not None:
+        Path(cfg.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        ckpt = Path(cfg.checkpoint_dir) / f"block_{block_id:05d}.pt"
+        done = Path(cfg.checkpoint_dir) / f"block_{block_id:05d}.done.pt"
+    if cfg.resume and done is not None and done.exists():
+        state = _load_checked(done, fingerprint)
+        log.info("block %d: already finished in %s", block_id, done)
+        return BlockResult(state["indices"].numpy(), pd.DataFrame(state["history"]), dict(state["info"]))
+
+    gen = torch.Generator(device=device).manual_seed(block_seed)
+    if cfg.init == "quality":
+        logits = quality_init(quality, cfg).to(device)
+    else:
+        logits = torch.zeros(n, dtype=torch.float64, device=device)
+    start, elapsed_before, rows = 0, 0.0, []
+    if cfg.resume and ckpt is not None and ckpt.exists():
+        state = _load_checked(ckpt, fingerprint)
+        start, elapsed_before, rows = int(state["step"]), float(state["elapsed"]), list(state["history"])
+        logits = state["logits"].to(device)
+        gen.set_state(state["rng_state"])
+        log.info("block %d: resumed at step %d from %s", block_id, start, ckpt)
+
+    log.info(
+        "block %d: %d items, budget %d; each of %d steps samples %d masks of %d from %d items",
+        block_id, n, budget, cfg.steps - start, cfg.group_size, s_b, n_b,
+    )
+    t0 = time.perf_counter()
+
+    def record(step: int, group_f: torch.Tensor | None) -> None:
+        # the current top-S is evaluated (no RNG draw, so history never changes the run)
+        sel = topk_indices(logits, budget).unsqueeze(0)
+        terms = objective.terms(sel)
+        rows.append(
+            {
+                "block": block_id,
+                "step": step,
+                "joint": float(objective.combine(terms, budget)[0]),
+                "quality": float(terms["quality"][0]),
+                "diversity": float(terms[cfg.diversity][0]),
+                "group_joint_mean": float(group_f.mean()) if group_f is not None else float("nan"),
+                "group_joint_std": float(group_f.std(unbiased=False)) if group_f is not None else float("nan"),
+                "entropy": softmax_entropy(logits),
+                "wall_time_s": elapsed_before + time.perf_counter() - t0,
+            }
+        )
+        log.debug("block %d step %d: %s", block_id, step, rows[-1])
+
+    if start == 0:
+        record(0, None)
+    total = progress_total if progress_total is not None else cfg.steps
+    for step in range(start, cfg.steps):
+        batch = torch.randperm(n, generator=gen, device=device)[:n_b] if n_b < n else None
+        logits_b = logits if batch is None else logits[batch]
+        order = gumbel_top_k(logits_b, s_b, cfg.group_size, gen)  # (G, S_b) ids into the batch
+        idx = order if batch is None else batch[order]
+        f = objective.combine(objective.terms(idx, needed), s_b)  # (G,)
+        grad = policy_gradient(logits_b, order, group_advantage(f))
+        if batch is None:
+            logits += cfg.lr * grad
+        else:
+            logits.index_add_(0, batch, cfg.lr * grad)  # batch ids are distinct
+        done_steps = step + 1
+        if done_steps % cfg.history_every == 0 or done_steps == cfg.steps:
+            record(done_steps, f.double())
+        if ckpt is not None and cfg.checkpoint_every > 0 and done_steps % cfg.checkpoint_every == 0:
+            _atomic_save(
+                {
+                    "step": done_steps,
+                    "logits": logits.cpu(),
+                    "rng_state": gen.get_state(),
+                    "history": rows,
+                    "elapsed": elapsed_before + time.perf_counter() - t0,
+                    "fingerprint": fingerprint,
+                },
+                ckpt,
+            )
+        if progress is not None:
+            progress(progress_offset + done_steps, total)
+
+    if cfg.final == "topk":
+        local = topk_indices(logits, budget)
+    else:  # Algorithm 1: sample the final mask from softmax(L^E)
+        local = gumbel_top_k(logits, budget, 1, gen)[0]
+    indices = np.sort(local.cpu().numpy().astype(np.int64))
+    info = {
+        "block": block_id,
+        "n": n,
+        "budget": budget,
+        "batch_items": n_b,
+        "batch_budget": s_b,
+        "steps_run": cfg.steps - start,
+        "resumed_from_step": start,
+        "final_entropy": softmax_entropy(logits),
+        "logit_min": float(logits.min()),
+        "logit_max": float(logits.max()),
+    }
+    if done is not None:
+        _atomic_save(
+            {"indices": torch.from_numpy(indices), "history": rows, "info": info, "fingerprint": fingerprint},
+            done,
+        )
+    return BlockResult(indices, pd.DataFrame(rows), info)
+
+
+def select_datamask(
+    embeddings: torch.Tensor,
+    quality: torch.Tensor,
+    budget: int,
+    cfg: DataMaskConfig,
+    *,
+    seed: int = 0,
+    progress: Progress = None,
+) -> tuple[np.ndarray, pd.DataFrame, dict]:
+    """Algorithm 1 over all blocks, one after the other; returns (ids, history, info)."""
+    device = resolve_device(cfg.device)
+    plan = plan_blocks(embeddings.shape[0], budget, cfg.block_size, seed)
+    picked, histories, blocks = [], [], []
+    for block_id, (ids, block_budget) in enumerate(plan):
+        sel = torch.from_numpy(ids).to(embeddings.device)
+        result = run_block(
+            embeddings[sel].to(device),
+            quality[sel].to(device),
+            block_budget,
+            cfg,
+            seed=seed,
+            block_id=block_id,
+            progress=progress,
+            progress_offset=block_id * cfg.steps,
+            progress_total=len(plan) * cfg.steps,
+        )
+        picked.append(ids[result.indices])
+        histories.append(result.history)
+        blocks.append(result.info)
+    history = pd.concat(histories, ignore_index=True) if any(len(h) for h in histories) else pd.DataFrame()
+    info = {"n_blocks": len(plan), "blocks": blocks}
+    return np.sort(np.concatenate(picked)), history, info

@@ -1,0 +1,69 @@
+"""Diagnostics of any selection: every objective, DiSF dominance, length and source mix."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from curation.selection.objectives import Objective
+
+
+def dominance_scores(features: np.ndarray, ks: Sequence[int] = (1, 10, 50)) -> dict[int, float]:
+    """DiSF Sec. 2.3: sum of the top-k eigenvalues of the covariance over the sum of all d.
+
+    Covariance of the given (selected) feature rows, centred on their own mean.
+    Smaller = more uniform spectrum = less dimensional collapse. k > d are skipped.
+    """
+    x = np.asarray(features, dtype=np.float64)
+    x = x - x.mean(0, keepdims=True)
+    cov = x.T @ x / max(len(x) - 1, 1)
+    eig = np.sort(np.clip(np.linalg.eigvalsh(cov), 0.0, None))[::-1]
+    total = eig.sum()
+    return {int(k): float(eig[:k].sum() / total) if total > 0 else float("nan") for k in ks if k <= len(eig)}
+
+
+def diagnose(
+    embeddings,
+    quality,
+    indices,
+    *,
+    lengths=None,
+    sources=None,
+    dominance_k: Sequence[int] = (1, 10, 50),
+    fl_reference_size: int = 1024,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Flat dict of diagnostics of the selection `indices` of the block `embeddings`.
+
+    Keys: quality_mean, pairwise_similarity, facility_location, facility_location_sum,
+    disf (DATAMASK Eq. 3-4; DiSF on block-standardised features), dominance_top{k}
+    (DiSF Sec. 2.3), mean_length and mean_length_all (DATAMASK Fig. 8) when
+    `lengths` is given, source_frac/<source> when `sources` is given, size.
+    """
+    emb = torch.as_tensor(np.asarray(embeddings), dtype=torch.float64)
+    q = torch.as_tensor(np.asarray(quality), dtype=torch.float64)
+    idx_np = np.asarray(indices, dtype=np.int64)
+    idx = torch.from_numpy(idx_np).unsqueeze(0)
+    obj = Objective(emb, q, fl_reference_size=fl_reference_size, seed=seed)
+    out = {
+        "size": float(len(idx_np)),
+        "quality_mean": float(obj.quality_mean(idx)[0]),
+        "pairwise_similarity": float(obj.pairwise_similarity(idx)[0]),
+        "facility_location": float(obj.facility_location(idx)[0]),
+        "facility_location_sum": float(obj.facility_location_sum(idx)[0]),
+        "disf": float(obj.disf(idx)[0]),
+    }
+    for k, v in dominance_scores(emb[idx_np].numpy(), dominance_k).items():
+        out[f"dominance_top{k}"] = v
+    if lengths is not None:
+        lens = np.asarray(lengths, dtype=np.float64)
+        out["mean_length"] = float(lens[idx_np].mean())
+        out["mean_length_all"] = float(lens.mean())
+    if sources is not None:
+        src = np.asarray(sources, dtype=object)[idx_np]
+        for name, count in sorted(Counter(src.tolist()).items(), key=lambda kv: str(kv[0])):
+            out[f"source_frac/{name}"] = count / len(idx_np)
+    return out

@@ -1,0 +1,321 @@
+"""Set objectives of DATAMASK Eq. 3, 4 and 12, evaluated for G index sets at once.
+
+All objectives are "bigger is better" and defined on one *block* of items (the
+set D the function is relative to): embeddings ``(N, d)`` and quality ``(N,)``.
+
+- ``quality_mean``         Eq. 3   (1/S) sum_{i in U} q_i
+- ``pairwise_similarity``  Eq. 4   -1/(2 S^2) sum_{i,j in U} cos(z_i, z_j)   (PWS)
+- ``facility_location``    coverage: mean over reference points r of max_{j in U} cos(z_r, z_j)
+- ``facility_location_sum`` Eq. 4 as printed: 1/(2 N S) sum_{i in D} sum_{j in U} cos(z_i, z_j)
+- ``disf``                 Eq. 4 / DiSF Eq. 3-5: -|| 1/(N-1) sum_{i in U} z_i^T z_i ||_F
+- joint                    Eq. 12: lam * f_qua + (1 - lam) * f_div (optionally per-term standardised)
+
+The public functions ``f(embeddings, quality, indices) -> float`` evaluate one
+set in float64. The engines use ``Objective``, which precomputes per-block state
+once (unit vectors, standardised features, reference points) and evaluates an
+index matrix ``(G, S)`` -- G masks of S items -- in one batched pass.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from curation.selection.config import DIVERSITIES
+
+# Upper bound on the elements of one temporary (G, S, x) tensor; masks are
+# evaluated in chunks of G so a step never allocates more (64M floats = 256 MB).
+_MAX_CHUNK_ELEMENTS = 1 << 26
+
+
+def derive_seed(*parts: int) -> int:
+    """A 63-bit seed derived from integers, stable across processes (for RNG streams)."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(2, dtype=np.uint64)[0] >> 1)
+
+
+def _chunk_len(per_mask: int) -> int:
+    """Masks per chunk so that one chunk holds at most _MAX_CHUNK_ELEMENTS elements."""
+    return max(1, _MAX_CHUNK_ELEMENTS // max(1, per_mask))
+
+
+def standardize_features(embeddings: torch.Tensor) -> torch.Tensor:
+    """DiSF Eq. 3: z = (f - mu) / sigma per dimension, with mu/sigma over the whole block.
+
+    Standardising once per block (not per candidate set) keeps the DiSF objective
+    a function of the set alone, exactly updatable by rank-1 steps.
+    """
+    mean = embeddings.mean(0, keepdim=True)
+    std = embeddings.std(0, unbiased=False, keepdim=True)
+    return (embeddings - mean) / torch.where(std > 0, std, torch.ones_like(std))
+
+
+class Objective:
+    """Eq. 12 joint objective over one block, batched over G index sets.
+
+    ``terms(idx)`` returns the raw terms ``{"quality": (G,), <diversity>: (G,)}``
+    for an index matrix ``idx`` of shape ``(G, S)`` (rows = sets, no repeats).
+    ``combine(terms, size)`` returns the joint value ``(G,)``.
+
+    With ``standardize=True`` each term t is replaced by ``(t - mu_t) / sd_t``,
+    where mu/sd are the term's mean/std over ``scale_samples`` uniformly random
+    subsets of the same size S (estimated once per size from a seeded RNG), so
+    ``lam`` weighs one random-subset standard deviation of each term whatever the
+    metric's scale. With ``standardize=False`` it is the paper's raw Eq. 12.
+    """
+
+    def __init__(
+        self,
+        embeddings: torch.Tensor,
+        quality: torch.Tensor,
+        *,
+        diversity: str = "pws",
+        lam: float = 0.5,
+        standardize: bool = False,
+        scale_samples: int = 64,
+        fl_reference_size: int = 1024,
+        seed: int = 0,
+    ) -> None:
+        if diversity not in DIVERSITIES:
+            raise ValueError(f"diversity must be one of {DIVERSITIES}, got {diversity!r}")
+        self.embeddings = embeddings  # (N, d)
+        self.quality = quality.to(embeddings.dtype)  # (N,)
+        self.n, self.d = embeddings.shape
+        self.diversity = diversity
+        self.lam = float(lam)
+        self.standardize = standardize
+        self.scale_samples = scale_samples
+        self.fl_reference_size = fl_reference_size
+        self.seed = seed
+        self._stats: dict[int, dict[str, tuple[float, float]]] = {}
+
+    # --- per-block precomputation (lazy: only what the asked terms need) ---
+
+    @functools.cached_property
+    def unit(self) -> torch.Tensor:
+        """Unit vectors (N, d): cos(z_i, z_j) = unit_i . unit_j."""
+        return F.normalize(self.embeddings, dim=1)
+
+    @functools.cached_property
+    def standardized(self) -> torch.Tensor:
+        """DiSF-standardised features (N, d), mean/std over the block."""
+        return standardize_features(self.embeddings)
+
+    @functools.cached_property
+    def reference(self) -> torch.Tensor:
+        """Facility-location reference points (R, d): a seeded random subsample of the block."""
+        r = min(self.fl_reference_size, self.n)
+        gen = torch.Generator().manual_seed(derive_seed(self.seed, 1))
+        idx = torch.randperm(self.n, generator=gen)[:r].to(self.embeddings.device)
+        return self.unit[idx]
+
+    @functools.cached_property
+    def unit_mean(self) -> torch.Tensor:
+        """(1/N) sum_{i in D} unit_i, so Eq. 4's sum form is s_U . unit_mean / (2 S)."""
+        return self.unit.mean(0)
+
+    # --- terms, each (G, S) -> (G,) ---
+
+    def quality_mean(self, idx: torch.Tensor) -> torch.Tensor:
+        """Eq. 3: mean quality of each set."""
+        return self.quality[idx].mean(1)
+
+    def _unit_sums(self, idx: torch.Tensor) -> torch.Tensor:
+        # sum of unit vectors per set (G, d) without materialising (G, S, d)
+        return F.embedding_bag(idx, self.unit, mode="sum")
+
+    def pairwise_similarity(self, idx: torch.Tensor) -> torch.Tensor:
+        """Eq. 4 PWS with the cosine kernel: -1/(2 S^2) sum_ij cos = -||sum_i u_i||^2 / (2 S^2), O(S d)."""
+        s = self._unit_sums(idx)
+        return -(s * s).sum(1) / (2.0 * idx.shape[1] ** 2)
+
+    def facility_location(self, idx: torch.Tensor) -> torch.Tensor:
+        """Standard facility location (coverage): mean_r max_{j in U} cos(z_r, z_j) over the reference points."""
+        g, s = idx.shape
+        ref_t = self.reference.T  # (d, R)
+        step = _chunk_len(s * (ref_t.shape[1] + self.d))
+        out = []
+        for a in range(0, g, step):
+            sims = self.unit[idx[a : a + step]] @ ref_t  # (g, S, R)
+            out.append(sims.max(1).values.mean(1))
+        return torch.cat(out)
+
+    def facility_location_sum(self, idx: torch.Tensor) -> torch.Tensor:
+        """DATAMASK Eq. 4 as printed: 1/(2 N S) sum_{i in D} sum_{j in U} cos(z_i, z_j).
+
+        The double sum factorises to (sum_D u) . (sum_U u) / (2 N S), so this is a
+        *modular* function: the mean over U of each item's similarity to the block
+        centroid. It measures representativeness (closeness to the bulk of D), not
+        coverage; top-k by centroid similarity maximises it.
+        """
+        s = self._unit_sums(idx)
+        return (s @ self.unit_mean) / (2.0 * idx.shape[1])
+
+    def disf(self, idx: torch.Tensor) -> torch.Tensor:
+        """DiSF Eq. 3-5 / DATAMASK Eq. 4: -|| 1/(N-1) sum_{i in U} z_i^T z_i ||_F, N = block size.
+
+        z are the block-standardised features (standardised once per block). With
+        X the (S, d) features of U, ||X^T X||_F = ||X X^T||_F, so the (S, S) Gram
+        matrix is used when S < d (O(S^2 d) instead of O(S d^2)).
+        Difference from the official DiSF code: it re-standardises the features of
+        every candidate set and drops the diagonal of the covariance; here the
+        standardisation is fixed per block and the diagonal is kept, which makes
+        the objective a pure set function with exact rank-1 updates. DiSF's own
+        Eq. 4 divides by |U| - 1 instead of N - 1; for sets of a fixed size that
+        is a constant factor and changes no argmax.
+        """
+        g, s = idx.shape
+        per_mask = s * (s + self.d) if s < self.d else s * self.d + self.d * self.d
+        step = _chunk_len(per_mask)
+        out = []
+        for a in range(0, g, step):
+            x = self.standardized[idx[a : a + step]]  # (g, S, d)
+            m = x @ x.transpose(1, 2) if s < self.d else x.transpose(1, 2) @ x  # (g, S, S) or (g, d, d)
+            out.append(torch.linalg.matrix_norm(m, ord="fro"))
+        return -torch.cat(out) / max(self.n - 1, 1)
+
+    # --- the joint objective (Eq. 12) ---
+
+    def term_functions(self) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+        return {
+            "quality": self.quality_mean,
+            "pws": self.pairwise_similarity,
+            "fl": self.facility_location,
+            "fl_sum": self.facility_location_sum,
+            "disf": self.disf,
+        }
+
+    def needed_terms(self) -> tuple[str, ...]:
+        """Terms with a non-zero weight in the joint objective."""
+        names = []
+        if self.lam > 0:
+            names.append("quality")
+        if self.lam < 1:
+            names.append(self.diversity)
+        return tuple(names)
+
+    def terms(self, idx: torch.Tensor, names: tuple[str, ...] | None = None) -> dict[str, torch.Tensor]:
+        """Raw terms for the index matrix `idx` (G, S); all of quality + diversity unless `names`."""
+        names = names or ("quality", self.diversity)
+        funcs = self.term_functions()
+        return {name: funcs[name](idx) for name in names}
+
+    def term_stats(self, size: int) -> dict[str, tuple[float, float]]:
+        """Mean and std of quality and diversity over `scale_samples` random subsets of `size` items."""
+        if size not in self._stats:
+            gen = torch.Generator().manual_seed(derive_seed(self.seed, 2, size))
+            idx = torch.stack([torch.randperm(self.n, generator=gen)[:size] for _ in range(self.scale_samples)])
+            raw = self.terms(idx.to(self.embeddings.device))
+            self._stats[size] = {
+                k: (float(v.double().mean()), float(v.double().std(unbiased=False))) for k, v in raw.items()
+            }
+        return self._stats[size]
+
+    def weights(self, size: int) -> tuple[float, float, float]:
+        """(w_q, w_div, offset) with joint = w_q * quality + w_div * diversity + offset, for sets of `size`."""
+        w_q, w_d, offset = self.lam, 1.0 - self.lam, 0.0
+        if not self.standardize:
+            return w_q, w_d, offset
+        stats = self.term_stats(size)
+        (mq, sq), (md, sd) = stats["quality"], stats[self.diversity]
+        # A term that is constant over random subsets (e.g. equal quality) gets scale 1.
+        sq, sd = (sq if sq > 0 else 1.0), (sd if sd > 0 else 1.0)
+        return w_q / sq, w_d / sd, -(w_q * mq / sq + w_d * md / sd)
+
+    def combine(self, terms: dict[str, torch.Tensor], size: int) -> torch.Tensor:
+        """Eq. 12 from raw terms of sets of `size` items; a term with zero weight may be absent."""
+        w_q, w_d, offset = self.weights(size)
+        out = torch.full_like(next(iter(terms.values())), offset)
+        if w_q != 0:
+            out = out + w_q * terms["quality"]
+        if w_d != 0:
+            out = out + w_d * terms[self.diversity]
+        return out
+
+    def __call__(self, idx: torch.Tensor) -> torch.Tensor:
+        """Joint objective (G,) of the index matrix (G, S)."""
+        return self.combine(self.terms(idx, self.needed_terms()), idx.shape[1])
+
+
+# --- public single-set functions: f(embeddings, quality, indices) -> float ---
+
+
+def _single(embeddings, quality, indices, **kwargs) -> tuple[Objective, torch.Tensor]:
+    emb = torch.as_tensor(np.asarray(embeddings), dtype=torch.float64)
+    n = emb.shape[0]
+    q = torch.zeros(n, dtype=torch.float64) if quality is None else torch.as_tensor(np.asarray(quality), dtype=torch.float64)
+    idx = torch.as_tensor(np.asarray(indices, dtype=np.int64)).reshape(1, -1)
+    if idx.numel() == 0:
+        raise ValueError("indices must not be empty")
+    if int(idx.min()) < 0 or int(idx.max()) >= n:
+        raise ValueError(f"indices must be in [0, {n})")
+    if torch.unique(idx).numel() != idx.numel():
+        raise ValueError("indices must be unique")
+    return Objective(emb, q, **kwargs), idx
+
+
+def quality_mean(embeddings, quality, indices) -> float:
+    """DATAMASK Eq. 3: mean quality of the selected items (embeddings unused)."""
+    obj, idx = _single(embeddings, quality, indices)
+    return float(obj.quality_mean(idx)[0])
+
+
+def pairwise_similarity(embeddings, quality, indices) -> float:
+    """DATAMASK Eq. 4 PWS, cosine kernel: -1/(2 S^2) sum_{i,j in U} cos(z_i, z_j) (diagonal included)."""
+    obj, idx = _single(embeddings, quality, indices)
+    return float(obj.pairwise_similarity(idx)[0])
+
+
+def facility_location(embeddings, quality, indices, *, reference_size: int = 1024, seed: int = 0) -> float:
+    """Facility location (coverage): mean over reference points r of max_{j in U} cos(z_r, z_j).
+
+    The reference points are a random subsample of `reference_size` rows of
+    `embeddings` (all rows when there are fewer), drawn from `seed`.
+    """
+    obj, idx = _single(embeddings, quality, indices, fl_reference_size=reference_size, seed=seed)
+    return float(obj.facility_location(idx)[0])
+
+
+def facility_location_sum(embeddings, quality, indices) -> float:
+    """DATAMASK Eq. 4 as printed: 1/(2 N S) sum_{i in D} sum_{j in U} cos(z_i, z_j).
+
+    Modular, so it measures representativeness (similarity to the bulk of D), not coverage.
+    """
+    obj, idx = _single(embeddings, quality, indices)
+    return float(obj.facility_location_sum(idx)[0])
+
+
+def disf(embeddings, quality, indices) -> float:
+    """DiSF Eq. 3-5: -||(1/(N-1)) sum_{i in U} z_i^T z_i||_F, features standardised over all of `embeddings`."""
+    obj, idx = _single(embeddings, quality, indices)
+    return float(obj.disf(idx)[0])
+
+
+def joint(
+    embeddings,
+    quality,
+    indices,
+    *,
+    diversity: str = "pws",
+    lam: float = 0.5,
+    standardize: bool = False,
+    scale_samples: int = 64,
+    fl_reference_size: int = 1024,
+    seed: int = 0,
+) -> float:
+    """DATAMASK Eq. 12: lam * f_qua + (1 - lam) * f_div, optionally per-term standardised (see Objective)."""
+    obj, idx = _single(
+        embeddings,
+        quality,
+        indices,
+        diversity=diversity,
+        lam=lam,
+        standardize=standardize,
+        scale_samples=scale_samples,
+        fl_reference_size=fl_reference_size,
+        seed=seed,
+    )
+    return float(obj(idx)[0])

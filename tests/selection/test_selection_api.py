@@ -1,0 +1,165 @@
+"""select(): the contract for every method, errors, SemDeDup, DVRL and diagnostics."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from curation.selection import Selection, diagnose, dominance_scores, select
+from curation.selection.objectives import disf, facility_location, pairwise_similarity
+from curation.selection.synthetic import clustered_unit_vectors
+
+FAST = {
+    "datamask": {"steps": 20, "group_size": 8, "batch_ratio": 0.3},
+    "greedy": {},
+    "topk_quality": {},
+    "random": {},
+    "semdedup": {"n_clusters": 8},
+    "dvrl": {"iterations": 20, "batch_size": 100},
+}
+
+
+@pytest.fixture(scope="module")
+def data():
+    emb, quality, labels = clustered_unit_vectors(300, 16, n_clusters=6, seed=2)
+    return emb, quality, labels
+
+
+@pytest.mark.parametrize("method", sorted(FAST))
+@pytest.mark.parametrize("budget", [1, 37, 299])
+def test_exact_budget_unique_sorted_ids(data, method, budget):
+    emb, q, _ = data
+    sel = select(method, quality=q, embeddings=emb, budget=budget, config=FAST[method], seed=0)
+    assert isinstance(sel, Selection) and isinstance(sel.history, pd.DataFrame)
+    assert sel.indices.dtype == np.int64 and len(sel.indices) == budget
+    assert len(np.unique(sel.indices)) == budget and np.all(np.diff(sel.indices) > 0)
+    assert sel.indices.min() >= 0 and sel.indices.max() < len(q)
+    assert sel.info["method"] == method and sel.info["budget"] == budget
+
+
+@pytest.mark.parametrize("method", sorted(FAST))
+def test_deterministic_under_a_seed(data, method):
+    emb, q, _ = data
+    a = select(method, quality=q, embeddings=emb, budget=40, config=FAST[method], seed=5)
+    b = select(method, quality=q, embeddings=torch.tensor(emb), budget=40, config=FAST[method], seed=5)
+    np.testing.assert_array_equal(a.indices, b.indices)
+
+
+def test_seed_matters_for_random_methods(data):
+    emb, q, _ = data
+    for method in ("random", "datamask", "greedy"):
+        a = select(method, quality=q, embeddings=emb, budget=40, config=FAST[method], seed=0)
+        b = select(method, quality=q, embeddings=emb, budget=40, config=FAST[method], seed=1)
+        assert not np.array_equal(a.indices, b.indices), method
+
+
+def test_topk_quality_is_the_top_k(data):
+    emb, q, _ = data
+    sel = select("topk_quality", quality=q, embeddings=emb, budget=25)
+    np.testing.assert_array_equal(sel.indices, np.sort(np.argsort(-q)[:25]))
+
+
+def test_min_quality_prunes_in_place_for_every_method(data):
+    emb, q, _ = data
+    for method in FAST:
+        sel = select(method, quality=q, embeddings=emb, budget=30, config={**FAST[method], "min_quality": 6.0})
+        assert (q[sel.indices] >= 6.0).all(), method
+        assert sel.info["dropped_min_quality"] == int((q < 6.0).sum())
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"budget": 300}, "budget"),
+        ({"budget": 400}, "budget"),
+        ({"budget": 0}, "budget"),
+        ({"budget": -3}, "budget"),
+        ({"budget": 2.0}, "budget"),
+        ({"config": {"lam": 1.2}}, "'lam'"),
+        ({"config": {"lam": -0.5}}, "'lam'"),
+        ({"config": {"group_size": 1}}, "'group_size'"),
+        ({"config": {"min_quality": 100.0}}, "'min_quality'"),
+        ({"nan_embeddings": True}, "NaN or inf"),
+        ({"inf_embeddings": True}, "NaN or inf"),
+        ({"nan_quality": True}, "NaN or inf"),
+        ({"short_quality": True}, "300"),
+        ({"flat_embeddings": True}, "2-D"),
+    ],
+)
+def test_errors(data, kwargs, match):
+    emb, q, _ = data
+    emb, q = emb.copy(), q.copy()
+    if kwargs.pop("nan_embeddings", False):
+        emb[3, 2] = np.nan
+    if kwargs.pop("inf_embeddings", False):
+        emb[0, 0] = np.inf
+    if kwargs.pop("nan_quality", False):
+        q[7] = np.nan
+    if kwargs.pop("short_quality", False):
+        q = q[:-1]
+    if kwargs.pop("flat_embeddings", False):
+        emb = emb[:, 0]
+    args = {"quality": q, "embeddings": emb, "budget": 10, "config": {"steps": 1}, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        select("datamask", **args)
+
+
+def test_semdedup_auto_eps_removes_the_near_duplicates_first(data):
+    emb, q, _ = data
+    sel = select("semdedup", quality=q, embeddings=emb, budget=150, config={"n_clusters": 6}, seed=0)
+    kept = emb[sel.indices]
+    sims = kept @ kept.T
+    np.fill_diagonal(sims, -1)
+    assert sims.max() < 0.999  # the synthetic near-duplicates (cos ~ 0.9998) are gone
+    assert 0 < sel.info["eps_effective"] < 1 and sel.info["trimmed"] == 0 and sel.info["topped_up"] == 0
+
+
+@pytest.mark.parametrize("eps, adjust, field", [(0.5, "similarity", "topped_up"), (0.0, "quality", "trimmed")])
+def test_semdedup_fixed_eps_hits_budget_and_counts_adjustment(data, eps, adjust, field):
+    emb, q, _ = data
+    sel = select("semdedup", quality=q, embeddings=emb, budget=100, config={"n_clusters": 6, "eps": eps, "adjust": adjust})
+    assert len(sel.indices) == 100
+    assert sel.info[field] == abs(sel.info["survivors_at_eps"] - 100) > 0
+
+
+@pytest.mark.parametrize("keep", ["hard", "easy", "random", "quality"])
+def test_semdedup_keep_rules(data, keep):
+    emb, q, _ = data
+    sel = select("semdedup", quality=q, embeddings=emb, budget=120, config={"n_clusters": 6, "keep": keep})
+    assert len(sel.indices) == 120
+
+
+def test_dvrl_seen_unseen_evaluation(data):
+    emb, q, _ = data
+    sel = select("dvrl", quality=q, embeddings=emb, budget=30, config={"iterations": 30, "batch_size": 100, "unseen_fraction": 0.5})
+    assert sel.info["seen"] == 150 and sel.info["unseen"] == 150
+    for key in ("seen_before", "seen_after", "unseen_before", "unseen_after"):
+        assert np.isfinite(sel.info[key]), key
+    assert {"reward", "baseline", "mean_probability"} <= set(sel.history.columns)
+
+
+def test_diagnostics(data):
+    emb, q, labels = data
+    sel = select("random", quality=q, embeddings=emb, budget=50, seed=0)
+    lengths = np.arange(300) + 100
+    sources = np.where(labels % 2 == 0, "web", "books")
+    d = diagnose(emb, q, sel.indices, lengths=lengths, sources=sources, fl_reference_size=300)
+    assert d["quality_mean"] == pytest.approx(q[sel.indices].mean())
+    assert d["pairwise_similarity"] == pytest.approx(pairwise_similarity(emb, q, sel.indices))
+    assert d["facility_location"] == pytest.approx(facility_location(emb, q, sel.indices, reference_size=300))
+    assert d["disf"] == pytest.approx(disf(emb, q, sel.indices))
+    assert d["mean_length"] == pytest.approx(lengths[sel.indices].mean())
+    assert d["source_frac/web"] + d["source_frac/books"] == pytest.approx(1.0)
+    assert d["source_frac/web"] == pytest.approx(np.mean(sources[sel.indices] == "web"))
+    assert 0 < d["dominance_top1"] < d["dominance_top10"] <= 1
+
+
+def test_dominance_score_definition():
+    # DiSF Sec. 2.3: sum of top-k eigenvalues / sum of all
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 4)) * np.array([3.0, 2.0, 1.0, 0.5])
+    eig = np.sort(np.linalg.eigvalsh(np.cov(x.T)))[::-1]
+    scores = dominance_scores(x, ks=(1, 2, 4, 9))
+    assert scores[1] == pytest.approx(eig[0] / eig.sum())
+    assert scores[2] == pytest.approx(eig[:2].sum() / eig.sum())
+    assert scores[4] == pytest.approx(1.0) and 9 not in scores

@@ -1,0 +1,224 @@
+"""DATAMASK Algorithm 1: sampling, the exact score function, convergence, blocks, resume."""
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from curation.selection import select
+from curation.selection.config import DataMaskConfig
+from curation.selection.datamask import (
+    group_advantage,
+    gumbel_top_k,
+    plackett_luce_log_prob,
+    plackett_luce_score,
+    plan_blocks,
+    policy_gradient,
+    quality_init,
+)
+from curation.selection.objectives import pairwise_similarity
+from curation.selection.synthetic import clustered_unit_vectors
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def test_gumbel_top_k_draws_plackett_luce_orderings():
+    logits = torch.tensor([1.0, 0.0, -0.5, 0.7], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    orders = gumbel_top_k(logits, 2, 40000, gen)
+    assert all(len(set(row)) == 2 for row in orders.tolist())  # without replacement
+    counts = {}
+    for row in map(tuple, orders.tolist()):
+        counts[row] = counts.get(row, 0) + 1
+    for pair in itertools.permutations(range(4), 2):
+        p = float(plackett_luce_log_prob(logits, torch.tensor([pair])).exp())
+        assert counts.get(pair, 0) / 40000 == pytest.approx(p, abs=0.01)
+
+
+def test_score_function_equals_autograd_of_sequential_log_prob():
+    torch.manual_seed(0)
+    logits = torch.randn(9, dtype=torch.float64, requires_grad=True)
+    order = gumbel_top_k(logits.detach(), 4, 6, torch.Generator().manual_seed(1))
+    log_prob = plackett_luce_log_prob(logits, order)
+    autograd = torch.stack([torch.autograd.grad(log_prob[j], logits, retain_graph=True)[0] for j in range(6)])
+    dense = plackett_luce_score(logits.detach(), order)
+    torch.testing.assert_close(dense, autograd, rtol=1e-10, atol=1e-12)
+    advantages = torch.randn(6, dtype=torch.float64)
+    fast = policy_gradient(logits.detach(), order, advantages)
+    torch.testing.assert_close(fast, (advantages[:, None] * autograd).mean(0), rtol=1e-10, atol=1e-12)
+
+
+def test_score_function_is_stable_for_far_apart_logits():
+    # late in a run the logits spread over hundreds of nats; e^L under/overflows in float64
+    logits = torch.tensor([800.0, 799.0, 0.0, -5.0, 0.3, -700.0], dtype=torch.float64, requires_grad=True)
+    order = torch.tensor([[0, 1, 4, 2], [1, 0, 2, 3], [0, 1, 5, 3]])
+    log_prob = plackett_luce_log_prob(logits, order)
+    autograd = torch.stack([torch.autograd.grad(log_prob[j], logits, retain_graph=True)[0] for j in range(3)])
+    dense = plackett_luce_score(logits.detach(), order)
+    assert torch.isfinite(dense).all()
+    torch.testing.assert_close(dense, autograd, rtol=1e-9, atol=1e-12)
+    # policy_gradient mixes its O(k) path (moderate masks) with the dense one (extreme masks)
+    order = torch.cat([order, torch.tensor([[2, 4, 3, 5]])])  # row 3 never touches the 800s: sparse path
+    log_prob = plackett_luce_log_prob(logits, order)
+    autograd = torch.stack([torch.autograd.grad(log_prob[j], logits, retain_graph=True)[0] for j in range(4)])
+    advantages = torch.tensor([0.5, -1.0, 2.0, -1.5], dtype=torch.float64)
+    fast = policy_gradient(logits.detach(), order, advantages)
+    torch.testing.assert_close(fast, (advantages[:, None] * autograd).mean(0), rtol=1e-9, atol=1e-12)
+
+
+def test_score_function_has_zero_mean():
+    # E[grad log P] = 0 is what makes f * score an unbiased gradient estimate (Eq. 9)
+    logits = torch.tensor([0.5, -1.0, 0.0, 1.5, 0.2, -0.3], dtype=torch.float64)
+    order = gumbel_top_k(logits, 3, 100000, torch.Generator().manual_seed(2))
+    mean_score = policy_gradient(logits, order, torch.ones(100000, dtype=torch.float64))
+    assert mean_score.abs().max() < 0.01
+
+
+def test_group_advantage_eq10():
+    f = torch.tensor([1.0, 2.0, 3.0, 6.0])
+    a = group_advantage(f)
+    torch.testing.assert_close(a, ((f - f.mean()) / f.std(unbiased=False)).double())
+    assert torch.all(group_advantage(torch.full((5,), 3.0)) == 0)
+
+
+def test_quality_init_eq13():
+    cfg = DataMaskConfig()
+    logits = quality_init(torch.tensor([0.0, 7.5, 15.0, 20.0]), cfg)
+    torch.testing.assert_close(logits, torch.tensor([-5.0, 0.0, 5.0, 5.0], dtype=torch.float64))
+
+
+def test_plan_blocks_random_blocks_same_ratio_exact_budget():
+    plan = plan_blocks(1000, 100, 300, seed=0)
+    ids = np.concatenate([p for p, _ in plan])
+    assert len(plan) == 4 and sorted(ids.tolist()) == list(range(1000))
+    assert sum(b for _, b in plan) == 100
+    assert all(abs(b / len(p) - 0.1) < 1 / len(p) for p, b in plan)
+    assert not np.array_equal(plan[0][0], np.arange(250))  # random, not contiguous
+
+
+@pytest.fixture(scope="module")
+def clustered():
+    emb, quality, _ = clustered_unit_vectors(400, 16, n_clusters=8, seed=0)
+    return emb, quality
+
+
+def test_datamask_beats_random_and_reaches_95_percent_of_greedy_pws(clustered):
+    emb, q = clustered
+    budget = 40
+    kw = dict(quality=q, embeddings=emb, budget=budget, seed=0)
+    pws = lambda sel: pairwise_similarity(emb, q, sel.indices)  # noqa: E731
+    greedy = pws(select("greedy", config={"lam": 0.0, "diversity": "pws"}, **kw))
+    randoms = [pws(select("random", **{**kw, "seed": s})) for s in range(5)]
+    dm = pws(select("datamask", config={"lam": 0.0, "steps": 300, "batch_ratio": 1.0, "history_every": 50}, **kw))
+    assert dm > max(randoms)
+    # share of the random -> greedy gap that DataMask closes (PWS is negative, bigger is better)
+    closed = (dm - np.mean(randoms)) / (greedy - np.mean(randoms))
+    assert closed >= 0.95, (dm, greedy, np.mean(randoms))
+
+
+def test_datamask_history_and_determinism(clustered):
+    emb, q = clustered
+    cfg = {"steps": 40, "history_every": 10, "batch_ratio": 0.25, "group_size": 16}
+    a = select("datamask", quality=q, embeddings=emb, budget=50, config=cfg, seed=3)
+    b = select("datamask", quality=q, embeddings=emb, budget=50, config=cfg, seed=3)
+    c = select("datamask", quality=q, embeddings=emb, budget=50, config=cfg, seed=4)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    assert not np.array_equal(a.indices, c.indices)
+    h = a.history
+    assert list(h["step"]) == [0, 10, 20, 30, 40]
+    for col in ("joint", "quality", "diversity", "entropy", "wall_time_s", "group_joint_mean"):
+        assert h[col].notna().iloc[1:].all(), col
+    assert h["entropy"].iloc[0] == pytest.approx(np.log(400))  # zeros init: uniform softmax
+    assert h["entropy"].iloc[-1] < h["entropy"].iloc[0]
+    assert h["wall_time_s"].is_monotonic_increasing
+    assert a.info["blocks"][0]["batch_items"] == 100 and a.info["blocks"][0]["batch_budget"] == 12
+
+
+def test_datamask_blocks_quality_init_and_pruning(clustered):
+    emb, q = clustered
+    cfg = {"steps": 10, "block_size": 150, "init": "quality", "min_quality": 4.0, "group_size": 8}
+    sel = select("datamask", quality=q, embeddings=emb, budget=60, config=cfg, seed=0)
+    assert len(sel.indices) == 60 and len(np.unique(sel.indices)) == 60
+    assert (q[sel.indices] >= 4.0).all()
+    assert sel.info["dropped_min_quality"] == int((q < 4.0).sum()) > 0
+    assert sel.info["n_blocks"] == 3 and sorted(sel.history["block"].unique()) == [0, 1, 2]
+
+
+def test_quality_init_and_lam_one_favour_quality(clustered):
+    emb, q = clustered
+    sel = select("datamask", quality=q, embeddings=emb, budget=40, config={"lam": 1.0, "steps": 100, "batch_ratio": 0.5}, seed=0)
+    top = np.sort(np.argsort(-q)[:40])
+    assert q[sel.indices].mean() > 0.97 * q[top].mean()
+
+
+_KILLED_RUN = textwrap.dedent(
+    """
+    import sys, time, numpy as np, torch
+    sys.path.insert(0, {src!r})
+    torch.set_num_threads({threads})
+    from curation.selection import select
+    from curation.selection.synthetic import clustered_unit_vectors
+    emb, q, _ = clustered_unit_vectors(300, 16, seed=1)
+    # slow the run down (the callback does not touch the optimisation) so the kill lands mid-run
+    select("datamask", quality=q, embeddings=emb, budget=30, config={cfg!r}, seed=7,
+           progress=lambda done, total: time.sleep(0.02))
+    print("finished")
+    """
+)
+
+
+def test_resume_after_kill_gives_the_uninterrupted_selection(tmp_path):
+    from curation.selection.synthetic import clustered_unit_vectors
+
+    ckpt_dir = tmp_path / "ckpt"
+    cfg = {
+        "steps": 200, "group_size": 16, "batch_ratio": 0.3, "final": "sample",
+        "checkpoint_every": 20, "checkpoint_dir": str(ckpt_dir), "history_every": 10,
+    }
+    script = tmp_path / "run.py"
+    script.write_text(_KILLED_RUN.format(src=str(SRC), threads=torch.get_num_threads(), cfg=cfg))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ckpt = ckpt_dir / "block_00000.pt"
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and proc.poll() is None:
+            if ckpt.exists() and torch.load(ckpt, weights_only=True)["step"] >= 60:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    killed_at = torch.load(ckpt, weights_only=True)["step"]
+    assert 60 <= killed_at < 200 and not (ckpt_dir / "block_00000.done.pt").exists()
+
+    emb, q, _ = clustered_unit_vectors(300, 16, seed=1)
+    resumed = select("datamask", quality=q, embeddings=emb, budget=30, config={**cfg, "resume": True}, seed=7)
+    plain = select("datamask", quality=q, embeddings=emb, budget=30, config={**cfg, "checkpoint_dir": None}, seed=7)
+    assert resumed.info["blocks"][0]["resumed_from_step"] == killed_at
+    np.testing.assert_array_equal(resumed.indices, plain.indices)
+    assert list(resumed.history["step"]) == list(plain.history["step"])
+    np.testing.assert_allclose(resumed.history["joint"], plain.history["joint"])
+    # a finished run resumes to its stored result
+    again = select("datamask", quality=q, embeddings=emb, budget=30, config={**cfg, "resume": True}, seed=7)
+    np.testing.assert_array_equal(again.indices, plain.indices)
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    emb, q, _ = clustered_unit_vectors(100, 8, seed=0)
+    cfg = {"steps": 4, "checkpoint_every": 2, "checkpoint_dir": str(tmp_path), "group_size": 4}
+    select("datamask", quality=q, embeddings=emb, budget=10, config=cfg, seed=0)
+    with pytest.raises(ValueError, match="'lr'"):
+        select("datamask", quality=q, embeddings=emb, budget=10, config={**cfg, "lr": 1.0, "resume": True}, seed=0)

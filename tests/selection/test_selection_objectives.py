@@ -1,0 +1,116 @@
+"""Objectives (DATAMASK Eq. 3, 4, 12) against direct O(S^2) / O(S d^2) computations."""
+
+import numpy as np
+import pytest
+import torch
+
+from curation.selection.objectives import (
+    Objective,
+    disf,
+    facility_location,
+    facility_location_sum,
+    joint,
+    pairwise_similarity,
+    quality_mean,
+)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(60, 8)) + 0.5
+    quality = rng.uniform(0, 15, size=60)
+    idx = rng.choice(60, size=12, replace=False)
+    return emb, quality, idx
+
+
+def _cos(a, b):
+    return a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+
+
+def test_quality_mean(data):
+    emb, q, idx = data
+    assert quality_mean(emb, q, idx) == pytest.approx(q[idx].mean(), rel=1e-12)
+
+
+def test_pairwise_similarity_is_the_double_sum(data):
+    emb, q, idx = data
+    s = len(idx)
+    direct = -sum(_cos(emb[i], emb[j]) for i in idx for j in idx) / (2 * s * s)
+    assert pairwise_similarity(emb, q, idx) == pytest.approx(direct, rel=1e-12)
+
+
+def test_facility_location_is_mean_max_similarity(data):
+    emb, q, idx = data
+    # reference_size >= N: every item is a reference point
+    direct = np.mean([max(_cos(emb[r], emb[j]) for j in idx) for r in range(len(emb))])
+    assert facility_location(emb, q, idx, reference_size=1000) == pytest.approx(direct, rel=1e-12)
+
+
+def test_facility_location_on_a_reference_subsample(data):
+    emb, q, idx = data
+    full = facility_location(emb, q, idx, reference_size=1000)
+    sub = facility_location(emb, q, idx, reference_size=20, seed=3)
+    assert sub == facility_location(emb, q, idx, reference_size=20, seed=3)  # seeded
+    assert sub != full
+
+
+def test_facility_location_sum_is_eq4_as_printed(data):
+    emb, q, idx = data
+    n, s = len(emb), len(idx)
+    direct = sum(_cos(emb[i], emb[j]) for i in range(n) for j in idx) / (2 * n * s)
+    assert facility_location_sum(emb, q, idx) == pytest.approx(direct, rel=1e-12)
+
+
+@pytest.mark.parametrize("size", [5, 30])  # S < d uses the Gram matrix, S >= d the covariance
+def test_disf_is_frobenius_norm_of_the_covariance(size):
+    rng = np.random.default_rng(1)
+    emb = rng.normal(size=(80, 16)) * rng.uniform(0.5, 2, size=16) + 3
+    idx = rng.choice(80, size=size, replace=False)
+    z = (emb - emb.mean(0)) / emb.std(0)  # standardised once over the block (DiSF Eq. 3)
+    cov = sum(np.outer(z[i], z[i]) for i in idx) / (len(emb) - 1)  # Eq. 4 of DATAMASK / DiSF Eq. 4
+    assert disf(emb, None, idx) == pytest.approx(-np.linalg.norm(cov, "fro"), rel=1e-10)
+
+
+@pytest.mark.parametrize("diversity", ["pws", "fl", "fl_sum", "disf"])
+def test_batched_objective_matches_single_sets(data, diversity):
+    emb, q, _ = data
+    rng = np.random.default_rng(2)
+    sets = np.stack([rng.choice(60, size=10, replace=False) for _ in range(7)])
+    obj = Objective(torch.tensor(emb), torch.tensor(q), diversity=diversity, lam=0.4, fl_reference_size=1000)
+    batched = obj.terms(torch.tensor(sets))
+    single = {"pws": pairwise_similarity, "fl_sum": facility_location_sum, "disf": disf}
+    for g, s in enumerate(sets):
+        expected = (
+            facility_location(emb, q, s, reference_size=1000)
+            if diversity == "fl"
+            else single[diversity](emb, q, s)
+        )
+        assert float(batched[diversity][g]) == pytest.approx(expected, rel=1e-10)
+        assert float(batched["quality"][g]) == pytest.approx(q[s].mean(), rel=1e-12)
+        assert float(obj(torch.tensor(s).unsqueeze(0))[0]) == pytest.approx(0.4 * q[s].mean() + 0.6 * expected)
+
+
+def test_joint_raw_is_eq12(data):
+    emb, q, idx = data
+    value = joint(emb, q, idx, diversity="pws", lam=0.25)
+    assert value == pytest.approx(0.25 * q[idx].mean() + 0.75 * pairwise_similarity(emb, q, idx))
+    assert joint(emb, q, idx, lam=1.0) == pytest.approx(q[idx].mean())
+
+
+def test_standardized_joint_is_zero_mean_unit_scale_on_random_sets(data):
+    emb, q, _ = data
+    obj = Objective(torch.tensor(emb), torch.tensor(q), diversity="pws", lam=0.5, standardize=True, scale_samples=200)
+    w_q, w_d, offset = obj.weights(10)
+    (mq, sq), (md, sd) = obj.term_stats(10)["quality"], obj.term_stats(10)["pws"]
+    assert w_q == pytest.approx(0.5 / sq) and w_d == pytest.approx(0.5 / sd)
+    # a set scoring exactly the random-subset means on both terms has joint value 0
+    assert offset + w_q * mq + w_d * md == pytest.approx(0.0, abs=1e-9)
+
+
+def test_single_set_functions_validate_indices(data):
+    emb, q, _ = data
+    with pytest.raises(ValueError):
+        pairwise_similarity(emb, q, [1, 1, 2])
+    with pytest.raises(ValueError):
+        pairwise_similarity(emb, q, [0, 60])
