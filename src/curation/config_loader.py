@@ -78,6 +78,24 @@ class HydraConfigLoader(OmegaConfigLoader):
             composed = compose_config(Path(conf_source), overrides_from_params(params))
         self.composed: dict[str, Any] = composed
         super().__init__(conf_source=conf_source, env=env, runtime_params=composed, **kwargs)
+        from omegaconf import OmegaConf
+
+        # ${namespace:<dataset>} in catalog paths: see namespace_of.
+        OmegaConf.register_new_resolver("namespace", self.namespace_of, replace=True)
+
+    def namespace_of(self, dataset: str) -> str:
+        """The data-layer sub-folder of ``dataset`` for this run.
+
+        Outputs go to ``run.namespace``. A sweep job writes under its own
+        namespace but reads the datasets it does not produce (``run.free_inputs``,
+        filled in by ``curate``) from ``run.input_namespace``, so
+        ``curate -m pipeline=selection selection.lam=0.1,0.3`` reads the one
+        pruned corpus and writes one selection per job.
+        """
+        run = self.composed.get("run") or {}
+        if run.get("input_namespace") and dataset in (run.get("free_inputs") or ()):
+            return str(run["input_namespace"])
+        return str(run.get("namespace", "default"))
 
     def __getitem__(self, key: str) -> dict[str, Any]:
         if key == "parameters":

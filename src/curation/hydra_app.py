@@ -43,6 +43,11 @@ def run_kedro(params: dict[str, Any], *, project_path: Path | None = None, env: 
     unknown = [n for n in names if n not in pipelines]
     if unknown:
         raise ValueError(f"pipeline={'+'.join(unknown)} is not a registered pipeline; known: {sorted(pipelines)}")
+    if params.get("run", {}).get("input_namespace"):
+        from kedro.pipeline import Pipeline
+
+        combined = sum((pipelines[n] for n in names), start=Pipeline([]))
+        params["run"]["free_inputs"] = sorted(i for i in combined.inputs() if not i.startswith("params:"))
     with KedroSession.create(project_path=root, env=env or params.get("kedro_env"),
                              runtime_params={COMPOSED_KEY: True, **params}) as session:
         return session.run(pipeline_names=names)
@@ -57,9 +62,11 @@ def job_params(cfg: DictConfig) -> dict[str, Any]:
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
         sweep_dir = Path(hydra_cfg.sweep.dir)
-        if params["run"]["namespace"] == "default":
-            # Keep sweep jobs' outputs apart: data/<layer>/multirun/<sweep>/<job>/...
-            params["run"]["namespace"] = f"multirun/{sweep_dir.parent.name}_{sweep_dir.name}/{hydra_cfg.job.num}"
+        # Keep sweep jobs' outputs apart (data/<layer>/multirun/<sweep>/<job>/), and read
+        # what the job does not produce from the namespace the sweep started from.
+        params["run"]["input_namespace"] = params["run"].get("input_namespace") or params["run"]["namespace"]
+        params["run"]["namespace"] = (f"{params['run']['namespace']}/multirun/"
+                                      f"{sweep_dir.parent.name}_{sweep_dir.name}/{hydra_cfg.job.num}")
         if not params["tracking"].get("parent_run_id"):
             params["tracking"]["parent_run_id"] = parent_run_from_env()
         if not params["tracking"].get("run_name"):

@@ -36,7 +36,7 @@ def test_multirun_makes_one_parent_and_a_child_per_job(project):
     assert set(children["status"]) == {"FINISHED"}
     # Each job wrote its outputs apart from the other's.
     namespaces = sorted(children["params.run.namespace"])
-    assert len(set(namespaces)) == 2 and all(ns.startswith("multirun/") for ns in namespaces)
+    assert len(set(namespaces)) == 2 and all(ns.startswith("default/multirun/") for ns in namespaces)
     for ns, n in zip(namespaces, (120, 240)):
         import pandas as pd
 

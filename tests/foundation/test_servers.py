@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -21,9 +22,17 @@ BIN = Path(sys.executable).parent
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port below 49152 (kedro-viz refuses the ephemeral range the OS hands out for port 0)."""
+    rng = random.Random(os.getpid())
+    for _ in range(200):
+        port = rng.randint(20000, 40000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-40000")
 
 
 def _get_json(url: str, timeout_s: float = 60.0, data: bytes | None = None) -> dict:
@@ -43,7 +52,8 @@ def _get_json(url: str, timeout_s: float = 60.0, data: bytes | None = None) -> d
 
 def _serve(args: list[str], cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    return subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = (cwd / "server.log").open("w")  # read back when the server does not come up
+    return subprocess.Popen(args, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -60,6 +70,8 @@ def test_kedro_viz_lists_the_pipelines(project):
                     project)
     try:
         main = _get_json(f"http://127.0.0.1:{port}/api/main")
+    except TimeoutError as exc:
+        raise AssertionError((project / "server.log").read_text()[-3000:]) from exc
     finally:
         _stop(server)
     assert {"__default__", "ingest"} <= {p["id"] for p in main["pipelines"]}

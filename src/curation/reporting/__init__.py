@@ -1,0 +1,1 @@
+"""Tables and figures from pipeline outputs and MLflow runs (matplotlib, headless)."""

@@ -1,0 +1,127 @@
+"""Figures of a selection: objective trajectory (DATAMASK Fig. 3), embedding map
+(Fig. 2 analogue) and the cluster quality x diversity heatmap (Fig. 5 analogue)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def plot_objective_trajectory(history: pd.DataFrame, title: str = "selection objective"):
+    """Joint objective and its terms against the step; entropy of softmax(L) on a second axis."""
+    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    if history.empty or "step" not in history:
+        ax.text(0.5, 0.5, "this method records no trajectory", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    x = history["step"]
+    for column, style in (("joint", "-"), ("quality", "--"), ("diversity", ":")):
+        if column in history:
+            ax.plot(x, history[column], style, label=column)
+    ax.set_xlabel("step")
+    ax.set_ylabel("objective value (standardised terms when configured)")
+    if "entropy" in history:
+        twin = ax.twinx()
+        twin.plot(x, history["entropy"], color="grey", alpha=0.5, label="entropy of softmax(L)")
+        twin.set_ylabel("entropy (nats)")
+        twin.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(title)
+    return fig
+
+
+def _pca2(x: np.ndarray) -> np.ndarray:
+    centred = x - x.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    return centred @ vt[:2].T
+
+
+def plot_selection_map(embeddings: np.ndarray, quality: np.ndarray, indices: np.ndarray, *,
+                       max_points: int = 6000, seed: int = 0, title: str = "selection on the embedding map"):
+    """2-D PCA of the embeddings: all documents by quality, the selected ones ringed (Fig. 2 analogue).
+
+    PCA rather than the paper's t-SNE: deterministic and seconds instead of
+    minutes on CPU; the picture answers the same question (does the selection
+    cover the space or huddle in the high-quality corner?).
+    """
+    rng = np.random.default_rng(seed)
+    n = len(quality)
+    shown = np.sort(rng.choice(n, size=min(n, max_points), replace=False))
+    xy = _pca2(np.asarray(embeddings[shown], dtype="float64"))
+    selected = np.isin(shown, indices)
+    fig, ax = plt.subplots(figsize=(6.5, 5.5), constrained_layout=True)
+    points = ax.scatter(xy[:, 0], xy[:, 1], c=np.asarray(quality)[shown], s=4, cmap="viridis", alpha=0.5)
+    ax.scatter(xy[selected, 0], xy[selected, 1], s=14, facecolors="none", edgecolors="crimson", linewidths=0.6,
+               label=f"selected ({int(selected.sum())} of {len(shown)} shown)")
+    fig.colorbar(points, ax=ax, label="quality")
+    ax.set_xlabel("PC 1")
+    ax.set_ylabel("PC 2")
+    ax.legend(loc="best", fontsize=8)
+    ax.set_title(title)
+    return fig
+
+
+def cluster_quality_diversity(embeddings: np.ndarray, quality: np.ndarray, indices: np.ndarray, *,
+                              n_clusters: int = 50, seed: int = 0) -> pd.DataFrame:
+    """Per k-means cluster: size, mean quality, diversity and the share selected.
+
+    Diversity of a cluster = 1 - mean pairwise cosine similarity of its
+    members (computed as 1 - ||sum z||^2 / n^2 on unit vectors), so a cluster
+    of near-duplicates scores near 0.
+    """
+    from sklearn.cluster import MiniBatchKMeans
+
+    emb = np.asarray(embeddings, dtype="float32")
+    emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+    k = int(min(n_clusters, max(2, len(emb) // 20)))
+    labels = MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=3, batch_size=2048).fit_predict(emb)
+    chosen = np.zeros(len(emb), dtype=bool)
+    chosen[np.asarray(indices)] = True
+    rows = []
+    for c in range(k):
+        members = labels == c
+        size = int(members.sum())
+        if size == 0:
+            continue
+        total = emb[members].sum(axis=0)
+        rows.append({"cluster": c, "size": size, "quality_mean": float(np.asarray(quality)[members].mean()),
+                     "diversity": float(1.0 - (total @ total) / size**2), "selected_share": float(chosen[members].mean())})
+    return pd.DataFrame(rows)
+
+
+def plot_quality_diversity_heatmap(clusters: pd.DataFrame, title: str = "clusters: quality x diversity"):
+    """Left: how many clusters fall in each (quality, diversity) cell (Fig. 5). Right: share selected per cluster."""
+    fig, (ax_h, ax_s) = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
+    hist = ax_h.hist2d(clusters["quality_mean"], clusters["diversity"], bins=12, cmap="Blues")
+    fig.colorbar(hist[3], ax=ax_h, label="clusters")
+    ax_h.set_xlabel("cluster mean quality")
+    ax_h.set_ylabel("cluster diversity (1 - mean cosine)")
+    ax_h.set_title(title)
+    points = ax_s.scatter(clusters["quality_mean"], clusters["diversity"], s=10 + 200 * clusters["size"]
+                          / clusters["size"].max(), c=clusters["selected_share"], cmap="Reds", vmin=0,
+                          edgecolors="k", linewidths=0.3)
+    fig.colorbar(points, ax=ax_s, label="share of the cluster selected")
+    ax_s.set_xlabel("cluster mean quality")
+    ax_s.set_ylabel("cluster diversity")
+    ax_s.set_title("what the selection keeps (marker size = cluster size)")
+    return fig
+
+
+def plot_quality_histogram(table: pd.DataFrame, title: str = "quality distribution"):
+    """Documents per integer quality score, before and (if present) after pruning (Table 6 analogue)."""
+    fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
+    width = 0.4 if "docs_after" in table else 0.8
+    ax.bar(table["score"] - (width / 2 if "docs_after" in table else 0), table["docs_before"], width=width,
+           label="before pruning" if "docs_after" in table else "documents")
+    if "docs_after" in table:
+        ax.bar(table["score"] + width / 2, table["docs_after"], width=width, label="after pruning")
+    ax.set_xlabel("quality score (0-15, floor)")
+    ax.set_ylabel("documents")
+    ax.set_xticks(table["score"])
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    return fig
