@@ -40,6 +40,8 @@ def run_kedro(params: dict[str, Any], *, project_path: Path | None = None, env: 
     # preserve_logging: keep Hydra's job log handler (bootstrap_project would drop it).
     configure_project("curation", preserve_logging=True)
     names = pipeline_names(params.get("pipeline", "__default__"))
+    # Kedro 1.x loads only the requested pipelines; ask for ours before looking them up.
+    pipelines.set_requested(names)
     unknown = [n for n in names if n not in pipelines]
     if unknown:
         raise ValueError(f"pipeline={'+'.join(unknown)} is not a registered pipeline; known: {sorted(pipelines)}")

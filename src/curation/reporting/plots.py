@@ -12,25 +12,27 @@ import pandas as pd  # noqa: E402
 
 
 def plot_objective_trajectory(history: pd.DataFrame, title: str = "selection objective"):
-    """Joint objective and its terms against the step; entropy of softmax(L) on a second axis."""
-    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
-    if history.empty or "step" not in history:
+    """Joint objective and each term against the step, one panel each (their scales differ:
+    the joint may be standardised, the terms are raw); entropy of softmax(L) beside the joint."""
+    terms = [c for c in ("joint", "quality", "diversity") if c in history]
+    if history.empty or "step" not in history or not terms:
+        fig, ax = plt.subplots(figsize=(7, 3), constrained_layout=True)
         ax.text(0.5, 0.5, "this method records no trajectory", ha="center", va="center")
         ax.set_axis_off()
         return fig
-    x = history["step"]
-    for column, style in (("joint", "-"), ("quality", "--"), ("diversity", ":")):
-        if column in history:
-            ax.plot(x, history[column], style, label=column)
-    ax.set_xlabel("step")
-    ax.set_ylabel("objective value (standardised terms when configured)")
+    fig, axes = plt.subplots(len(terms), 1, figsize=(7, 2.2 * len(terms) + 0.6), sharex=True,
+                             constrained_layout=True, squeeze=False)
+    for ax, column in zip(axes[:, 0], terms):
+        ax.plot(history["step"], history[column], color={"joint": "tab:blue", "quality": "tab:orange",
+                                                          "diversity": "tab:green"}[column])
+        ax.set_ylabel(column)
+        ax.grid(alpha=0.3)
     if "entropy" in history:
-        twin = ax.twinx()
-        twin.plot(x, history["entropy"], color="grey", alpha=0.5, label="entropy of softmax(L)")
-        twin.set_ylabel("entropy (nats)")
-        twin.legend(loc="lower right", fontsize=8)
-    ax.legend(loc="upper left", fontsize=8)
-    ax.set_title(title)
+        twin = axes[0, 0].twinx()
+        twin.plot(history["step"], history["entropy"], color="grey", alpha=0.5)
+        twin.set_ylabel("entropy of softmax(L)", color="grey", fontsize=8)
+    axes[-1, 0].set_xlabel("step")
+    axes[0, 0].set_title(title)
     return fig
 
 
@@ -123,5 +125,39 @@ def plot_quality_histogram(table: pd.DataFrame, title: str = "quality distributi
     ax.set_ylabel("documents")
     ax.set_xticks(table["score"])
     ax.legend(fontsize=8)
+    ax.set_title(title)
+    return fig
+
+
+def plot_spearman_heatmap(scores: pd.DataFrame, title: str = "Spearman correlation among raters"):
+    """Rank correlation of every pair of score columns (Meta-rater Fig. 4 analogue)."""
+    numeric = scores.select_dtypes("number")
+    corr = numeric.corr(method="spearman")
+    size = max(6.0, 0.42 * len(corr) + 2)
+    fig, ax = plt.subplots(figsize=(size + 1.5, size), constrained_layout=True)
+    image = ax.imshow(corr.to_numpy(), vmin=-1, vmax=1, cmap="RdBu_r")
+    ax.set_xticks(range(len(corr)), corr.columns, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(corr)), corr.columns, fontsize=7)
+    for i in range(len(corr)):
+        for j in range(len(corr)):
+            value = corr.iat[i, j]
+            if np.isfinite(value):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=5,
+                        color="white" if abs(value) > 0.6 else "black")
+    fig.colorbar(image, ax=ax, shrink=0.8, label="Spearman rho")
+    ax.set_title(title)
+    return fig
+
+
+def plot_length_distribution(lengths: np.ndarray, sources: np.ndarray, max_sources: int = 8,
+                             unit: str = "tokens", title: str = "document length per source"):
+    """Box plot of document lengths per source (largest sources first)."""
+    frame = pd.DataFrame({"length": np.asarray(lengths), "source": np.asarray(sources)})
+    order = frame["source"].value_counts().index[:max_sources]
+    fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
+    ax.boxplot([frame.loc[frame["source"] == s, "length"] for s in order], showfliers=False)
+    ax.set_xticks(range(1, len(order) + 1), order, rotation=30, ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"{unit} per document")
     ax.set_title(title)
     return fig

@@ -1,0 +1,30 @@
+"""scoring: documents -> embeddings -> rater scores and the merged 0-15 quality."""
+
+from kedro.pipeline import Node, Pipeline
+
+from curation.nodes.scoring import embed_documents, plot_scores, score_documents
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                embed_documents,
+                inputs=["documents", "params:embedding", "params:cache"],
+                outputs=["embeddings", "embedding_metrics"],
+                name="embed_documents_node",
+            ),
+            Node(
+                score_documents,
+                inputs=["documents", "embeddings", "params:scoring", "params:cache"],
+                outputs=["scores", "scoring_metrics", "quality_share_table"],
+                name="score_documents_node",
+            ),
+            Node(
+                plot_scores,
+                inputs=["scores", "documents", "quality_share_table", "params:embedding"],
+                outputs=["rater_correlation_plot", "quality_distribution_plot", "token_length_plot"],
+                name="plot_scores_node",
+            ),
+        ]
+    )

@@ -1,0 +1,90 @@
+"""ingest -> scoring -> pruning -> selection in real KedroSessions on 250 real documents."""
+
+from __future__ import annotations
+
+import mlflow
+import numpy as np
+import pandas as pd
+
+from curation.config_loader import compose_config
+from curation.hydra_app import run_kedro
+from tests.conftest import CORPUS_DIR
+
+# Small but real: fastText hash tables of 2M buckets x 256 dims would allocate 2 GB per model.
+FAST = [
+    f"data.path={CORPUS_DIR}", "data.max_docs=250",
+    "scoring.fasttext_dclm.bucket=50000", "scoring.fasttext_ultrafineweb.bucket=50000",
+    "embedding.show_progress=false",
+    "selection.steps=40", "selection.history_every=5", "selection.group_size=32",
+    "budget.keep_ratio=0.1",
+]
+
+
+def _runs(project) -> pd.DataFrame:
+    mlflow.set_tracking_uri(f"sqlite:///{project}/mlruns/mlflow.db")
+    return mlflow.search_runs(experiment_names=["curation"], order_by=["start_time ASC"])
+
+
+def _catalog(project):
+    from kedro.framework.session import KedroSession
+
+    session = KedroSession.create(project_path=project, runtime_params={"data": {"path": str(CORPUS_DIR)}})
+    return session.load_context().catalog
+
+
+def test_default_job_then_cached_rerun_and_a_selection_sweep(project):
+    run_kedro(compose_config(project / "conf", FAST), project_path=project)  # __default__: all four pipelines
+    catalog = _catalog(project)
+    documents = catalog.load("documents")
+    scores = catalog.load("scores")
+    embeddings = np.asarray(catalog.load("embeddings"))
+    assert list(scores["id"]) == list(documents["id"]) and embeddings.shape == (250, 384)
+    assert np.allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-3)
+    assert scores["quality"].between(0, 15).all()
+    for rater in ("fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki", "doc_word_count"):
+        assert rater in scores.columns
+
+    pruned = catalog.load("pruned_scores")
+    assert (pruned["quality"] >= 4).all() and len(pruned) == len(np.asarray(catalog.load("pruned_embeddings")))
+    selected = catalog.load("selected_ids")
+    assert len(selected) == 25 and selected["id"].is_unique and set(selected["id"]) <= set(pruned["id"])
+    assert set(catalog.load("selected_documents")["id"]) == set(selected["id"])
+
+    run = _runs(project).iloc[-1]
+    assert run["status"] == "FINISHED"
+    assert run["metrics.kept"] + run["metrics.dropped_low_quality"] + run["metrics.dropped_nan_quality"] == 250
+    assert run["metrics.budget_docs"] == 25 and run["metrics.selected_size"] == 25
+    assert 0 <= run["metrics.roc_auc_fasttext_ultrafineweb"] <= 1
+    assert run["metrics.embedding_cache_hit"] == 0 and run["metrics.scoring_cache_hit"] == 0
+    history = mlflow.MlflowClient().get_metric_history(run["run_id"], "joint")
+    assert len(history) >= 8 and history[-1].step > history[0].step
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run["run_id"], "plots")}
+    assert {"plots/selection_map_plot.png", "plots/rater_correlation_plot.png",
+            "plots/pruning_plot.png"} <= artifacts
+
+    # Same documents and config: embeddings and scores come from the cache.
+    run_kedro(compose_config(project / "conf", [*FAST, "pipeline=scoring"]), project_path=project)
+    rerun = _runs(project).iloc[-1]
+    assert rerun["metrics.embedding_cache_hit"] == 1 and rerun["metrics.scoring_cache_hit"] == 1
+    assert catalog.load("scores").equals(scores)
+
+    # A sweep over lambda reads the one pruned corpus and writes one selection per job.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    curate = Path(sys.executable).parent / "curate"
+    done = subprocess.run([str(curate), "-m", "pipeline=selection", "selection.lam=0.0,1.0", *FAST], cwd=project,
+                          env={**os.environ, "CURATION_PROJECT_ROOT": str(project)}, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = _runs(project)
+    children = runs[runs["tags.mlflow.parentRunId"].notna()].sort_values("params.selection.lam")
+    assert list(children["params.selection.lam"]) == ["0.0", "1.0"]
+    assert set(children["params.run.input_namespace"]) == {"default"}
+    # lambda = 1 is quality only: its selection has the higher mean quality.
+    assert children["metrics.selected_quality_mean"].iloc[1] > children["metrics.selected_quality_mean"].iloc[0]
+    for namespace in children["params.run.namespace"]:
+        ids = pd.read_parquet(project / "data/07_model_output" / namespace / "selected_ids.parquet")
+        assert len(ids) == 25

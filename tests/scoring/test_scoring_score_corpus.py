@@ -1,0 +1,53 @@
+"""score_corpus end to end on 160 real documents with their real embeddings."""
+
+import numpy as np
+import pytest
+
+from curation.scoring import SIGNALS, quality_share, score_corpus, scoring_config_from_dict
+
+
+@pytest.fixture(scope="module")
+def result(embed_subset, subset_embeddings, embedder):
+    cfg = scoring_config_from_dict(
+        {
+            # small hash tables keep the test light; min_count 1: 160 docs are too few for 5
+            "fasttext_dclm": {"bucket": 20000, "thread": 1},
+            "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1},
+            "edu": {"max_per_rule": 16},
+            # the subset has no books; wikipedia_importance is the target here
+            "dsir": {"targets": {"wikipedia": ["encyclopedic"]}},
+        }
+    )
+    return score_corpus(embed_subset, cfg, embeddings=subset_embeddings, embedder=embedder)
+
+
+def test_one_row_per_document_one_column_per_score(result, embed_subset):
+    s = result.scores
+    assert len(s) == len(embed_subset) and (s["id"].to_numpy() == embed_subset["id"].to_numpy()).all()
+    expected = {"fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki", "wikipedia_importance", *SIGNALS}
+    assert expected <= set(s.columns)
+    assert {"fasttext_dclm_0_5", "edu_0_5", "wiki_0_5", "quality"} <= set(s.columns)
+
+
+def test_quality_in_0_15_and_share_table(result):
+    q = result.scores["quality"]
+    assert q.notna().all() and q.between(0, 15).all()
+    share = quality_share(q)
+    assert share["count"].sum() == len(q)
+
+
+def test_metrics_hold_counts_and_roc_auc(result):
+    m = result.metrics
+    assert m["fasttext_dclm/total"] == m["edu/total"] == 160
+    assert m["fasttext_dclm/empty_text"] == 0
+    assert m["fasttext_dclm/train/positives"] == m["fasttext_dclm/train/negatives"] > 0
+    for col in ("fasttext_dclm", "edu", "wiki", "quality"):
+        assert 0.0 <= m[f"roc_auc/{col}"] <= 1.0
+    assert m["roc_auc/n_eval"] > 5
+    assert set(result.raters) >= {"fasttext_dclm", "edu", "wiki", "wikipedia_importance"}
+
+
+def test_misaligned_embeddings_are_refused(embed_subset, subset_embeddings):
+    cfg = scoring_config_from_dict({"raters": ["edu"]})
+    with pytest.raises(ValueError, match="embeddings for"):
+        score_corpus(embed_subset, cfg, embeddings=subset_embeddings[:10])
