@@ -117,3 +117,20 @@ def test_atomic_save_never_leaves_a_partial_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in target.parent.iterdir()) == ["table.parquet"]
     monkeypatch.undo()
     assert dataset.load()["a"].tolist() == [1, 2]
+
+
+def test_fsspec_url_glob(corpus_sample):
+    """Any fsspec URL works; memory:// stands in for s3:// or gs:// without a network."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for i, part in enumerate((corpus_sample.iloc[:40], corpus_sample.iloc[40:100])):
+        with fs.open(f"/corpus-test/shard-{i}.parquet", "wb") as handle:
+            part.to_parquet(handle)
+    try:
+        shards = CorpusShardsDataset(path="memory://corpus-test/shard-*.parquet").load()
+        assert len(shards) == 2
+        documents, _, metrics = ingest_documents(shards, DATA_PARAMS)
+        assert list(documents["id"]) == list(corpus_sample["id"][:100]) and metrics["rows_read"] == 100
+    finally:
+        fs.rm("/corpus-test", recursive=True)
