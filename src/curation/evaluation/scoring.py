@@ -1,0 +1,240 @@
+"""Log-likelihood and greedy-generation scoring of a CausalLM, and the zero-shot metrics.
+
+:class:`LMScorer` is the text-in, numbers-out interface lm-evaluation-harness
+calls an ``LM`` (``loglikelihood``, ``loglikelihood_rolling``,
+``generate_until``), implemented the way lm-eval's HF model does it:
+
+- a (context, continuation) pair is encoded as ``enc(context + continuation)``
+  and the continuation is what follows ``enc(context)`` (so BPE merges across
+  the boundary match training), with trailing spaces of the context moved to
+  the continuation;
+- the score is the sum of the continuation tokens' log-probabilities, and
+  ``is_greedy`` says whether argmax decoding would have produced them;
+- inputs longer than the model's context keep their last tokens.
+
+One deliberate difference: every context starts with the EOS token by default
+(``prepend_eos``), because our models were trained on documents that each
+follow an EOS (:mod:`curation.lm.packing`); lm-eval adds it only to empty contexts.
+
+Metrics (lm-eval 0.4 definitions): ``acc`` = argmax of the log-likelihoods is
+the gold choice; ``acc_norm`` = argmax of log-likelihood divided by the
+choice's length in characters; ``exact_match`` = the greedy answer, cut at the
+first stop string, equals one of the gold answers after SQuAD normalisation
+(lowercase, no punctuation, no articles a/an/the, single spaces).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from curation.evaluation.tasks import GenerationItem, MultipleChoiceItem
+from curation.lm.model import CausalLM
+from curation.lm.tokenizer import eos_id
+
+
+class LMScorer:
+    """Scores text with a :class:`CausalLM` and its tokenizer (lm-eval's ``LM`` interface on plain tuples)."""
+
+    def __init__(
+        self,
+        model: CausalLM,
+        tokenizer: Tokenizer,
+        batch_size: int = 16,
+        prepend_eos: bool = True,
+        max_length: Optional[int] = None,
+    ):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.prepend_eos = prepend_eos
+        self.eos_id = eos_id(tokenizer)
+        self.max_length = max_length or model.config.max_seq_len
+
+    # --- encoding ---
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Context and continuation ids, split as lm-eval's ``_encode_pair`` does."""
+        n_spaces = len(context) - len(context.rstrip())
+        if n_spaces:
+            context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+        whole = self.encode(context + continuation)
+        ctx = self.encode(context)
+        cont = whole[len(ctx) :]
+        if self.prepend_eos or not ctx:  # an empty context conditions on EOS, as in lm-eval
+            ctx = [self.eos_id] + ctx
+        return ctx, cont
+
+    # --- log-likelihood ---
+
+    @torch.inference_mode()
+    def score_tokens(self, requests: Sequence[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+        """(sum log p(continuation | context), is_greedy) for each (context ids, continuation ids).
+
+        Batches of similar length (longest first); right padding is harmless in
+        a causal model because padded positions come after every scored one.
+        """
+        results: list[Optional[tuple[float, bool]]] = [None] * len(requests)
+        order = sorted(range(len(requests)), key=lambda i: -(len(requests[i][0]) + len(requests[i][1])))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            inputs, conts = [], []
+            for i in chunk:
+                ctx, cont = requests[i]
+                if not cont:  # nothing to predict: log 1 = 0, trivially greedy
+                    results[i] = (0.0, True)
+                    continue
+                full = (list(ctx) + list(cont))[-(self.max_length + 1) :]  # keep the last tokens
+                inputs.append(full[:-1])
+                # A continuation longer than the context window: only its last tokens are scorable.
+                conts.append(list(cont)[-min(len(cont), len(full) - 1) :])
+            chunk = [i for i in chunk if results[i] is None]
+            if not chunk:
+                continue
+            width = max(len(x) for x in inputs)
+            batch = torch.full((len(inputs), width), self.eos_id, dtype=torch.long)
+            for row, x in enumerate(inputs):
+                batch[row, : len(x)] = torch.tensor(x, dtype=torch.long)
+            logits = self.model(batch).logits  # (B, T, vocab)
+            for row, i in enumerate(chunk):
+                n, k = len(inputs[row]), len(conts[row])
+                logprobs = logits[row, n - k : n].float().log_softmax(dim=-1)  # positions that predict cont
+                target = torch.tensor(conts[row], dtype=torch.long)
+                ll = float(logprobs.gather(-1, target[:, None]).sum())
+                greedy = bool((logprobs.argmax(dim=-1) == target).all())
+                results[i] = (ll, greedy)
+        return results  # type: ignore[return-value]
+
+    def loglikelihood(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+        """lm-eval ``loglikelihood`` on (context, continuation) strings."""
+        return self.score_tokens([self.encode_pair(c, x) for c, x in pairs])
+
+    def loglikelihood_rolling(self, texts: Sequence[str]) -> list[float]:
+        """lm-eval ``loglikelihood_rolling``: log p(text | EOS), every token scored once, windows of max_length."""
+        out = []
+        for text in texts:
+            tokens = self.encode(text)
+            if not tokens:
+                out.append(0.0)
+                continue
+            requests = []
+            # Same windows as lm_eval.utils.get_rolling_token_windows(context_len=1):
+            # the first predicts tokens[:L] from EOS + tokens[:L-1]; each later one
+            # predicts the next L tokens from the L tokens just before them.
+            L = self.max_length
+            predicted = min(L, len(tokens))
+            requests.append(([self.eos_id], tokens[:predicted]))
+            while predicted < len(tokens):
+                end = min(len(tokens), predicted + L)
+                requests.append((tokens[max(0, end - L - 1) : predicted], tokens[predicted:end]))
+                predicted = end
+            out.append(sum(ll for ll, _ in self.score_tokens(requests)))
+        return out
+
+    # --- generation ---
+
+    @torch.inference_mode()
+    def generate_until(self, prompts: Sequence[str], until: Sequence[str], max_new_tokens: int = 16) -> list[str]:
+        """Greedy continuation of each prompt, cut before the first stop string (or EOS).
+
+        Prompts of equal token length run as one batch: they stay equal in length
+        while generating, so no padding (and no attention mask) is needed.
+        """
+        encoded = []
+        for prompt in prompts:
+            ids = self.encode(prompt)
+            encoded.append([self.eos_id] + ids if self.prepend_eos or not ids else ids)
+        by_length: dict[int, list[int]] = {}
+        for i, ids in enumerate(encoded):
+            by_length.setdefault(len(ids), []).append(i)
+        outputs = [""] * len(prompts)
+        for group in by_length.values():
+            for start in range(0, len(group), self.batch_size):
+                rows = group[start : start + self.batch_size]
+                texts = self._greedy_batch([encoded[i] for i in rows], until, max_new_tokens)
+                for i, text in zip(rows, texts):
+                    outputs[i] = text
+        return outputs
+
+    def _greedy_batch(self, prompts: list[list[int]], until: Sequence[str], max_new_tokens: int) -> list[str]:
+        """Greedy decoding of equal-length prompts; each row stops at EOS or a stop string."""
+        ids = torch.tensor(prompts, dtype=torch.long)  # (B, T)
+        generated: list[list[int]] = [[] for _ in prompts]
+        done = [False] * len(prompts)
+        for _ in range(max_new_tokens):
+            logits = self.model(ids[:, -self.max_length :], last_only=True).logits[:, -1]  # (B, vocab)
+            next_ids = logits.argmax(dim=-1)
+            for row, token in enumerate(next_ids.tolist()):
+                if done[row]:
+                    continue
+                if token == self.eos_id:
+                    done[row] = True
+                    continue
+                generated[row].append(token)
+                if any(stop in self.tokenizer.decode(generated[row]) for stop in until):
+                    done[row] = True
+            if all(done):
+                break
+            ids = torch.cat([ids, next_ids[:, None]], dim=1)  # finished rows keep going, ignored
+        return [cut_at_stop(self.tokenizer.decode(g), until) for g in generated]
+
+
+def cut_at_stop(text: str, until: Sequence[str]) -> str:
+    """text up to (not including) the earliest stop string."""
+    cut = len(text)
+    for stop in until:
+        pos = text.find(stop)
+        if pos != -1:
+            cut = min(cut, pos)
+    return text[:cut]
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD answer normalisation: lowercase, drop punctuation and articles, collapse whitespace."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def score_multiple_choice(scorer: LMScorer, items: Sequence[MultipleChoiceItem]) -> dict[str, float]:
+    """acc, acc_norm (lm-eval definitions) and the chance level (mean 1/choices) over ``items``."""
+    pairs = [(ctx, cont) for item in items for ctx, cont in zip(item.contexts, item.continuations)]
+    lls = [ll for ll, _ in scorer.loglikelihood(pairs)]
+    acc = acc_norm = chance = 0.0
+    pos = 0
+    for item in items:
+        k = len(item.continuations)
+        ll = np.array(lls[pos : pos + k])
+        pos += k
+        acc += float(np.argmax(ll) == item.label)  # np.argmax: first of ties, as lm-eval
+        acc_norm += float(np.argmax(ll / np.array(item.choice_lengths, dtype=float)) == item.label)
+        chance += 1.0 / k
+    n = max(len(items), 1)
+    return {"acc": acc / n, "acc_norm": acc_norm / n, "chance": chance / n}
+
+
+def score_generation(
+    scorer: LMScorer, items: Sequence[GenerationItem], max_new_tokens: int = 16
+) -> dict[str, float]:
+    """exact_match of greedy short answers (normalised; an empty answer never matches) over ``items``."""
+    hits = 0.0
+    answers: list[str] = [""] * len(items)
+    by_until: dict[tuple[str, ...], list[int]] = {}
+    for i, item in enumerate(items):
+        by_until.setdefault(tuple(item.until), []).append(i)
+    for until, rows in by_until.items():
+        for i, text in zip(rows, scorer.generate_until([items[i].prompt for i in rows], until, max_new_tokens)):
+            answers[i] = text
+    for item, answer in zip(items, answers):
+        predicted = normalize_answer(answer)
+        hits += float(bool(predicted) and predicted in {normalize_answer(a) for a in item.answers})
+    return {"exact_match": hits / max(len(items), 1), "chance": 0.0}

@@ -1,0 +1,46 @@
+"""The lm-evaluation-harness wrapper answers the harness's three request types like LMScorer (needs lm_eval)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("lm_eval", reason="lm-evaluation-harness is optional: pip install lm_eval")
+
+from lm_eval.api.instance import Instance  # noqa: E402
+
+from curation.evaluation import LMScorer  # noqa: E402
+from curation.evaluation.harness import CurationLM  # noqa: E402
+from curation.lm import CausalLM, ModelConfig, save_model, save_tokenizer, train_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def saved(corpus_sample, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("harness")
+    tok = train_tokenizer(corpus_sample["text"].head(100).tolist(), vocab_size=512)
+    save_tokenizer(tok, folder / "tokenizer.json")
+    torch.manual_seed(0)
+    model = CausalLM(ModelConfig(vocab_size=512, max_seq_len=64, n_layer=1, d_model=32, n_head=2, n_kv_head=1,
+                                 d_ff=64))
+    save_model(model, folder / "model")
+    return folder, model, tok
+
+
+def test_wrapper_matches_the_scorer(saved, corpus_sample):
+    folder, model, tok = saved
+    lm = CurationLM.create_from_arg_string(
+        f"pretrained={folder / 'model'},tokenizer={folder / 'tokenizer.json'},batch_size=4"
+    )
+    scorer = LMScorer(model, tok, batch_size=4)
+    text = corpus_sample["text"].iloc[2][:300]
+    pairs = [(text[:50], text[50:80]), ("Question: what is it?\nAnswer:", " a test")]
+    requests = [Instance("loglikelihood", {}, pair, i) for i, pair in enumerate(pairs)]
+    got = lm.loglikelihood(requests)
+    want = scorer.loglikelihood(pairs)
+    assert [g[0] for g in got] == pytest.approx([w[0] for w in want], abs=1e-5)
+
+    rolling = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (text,), 0)])
+    assert rolling == pytest.approx(scorer.loglikelihood_rolling([text]), abs=1e-4)
+
+    gen = lm.generate_until([Instance("generate_until", {}, (text[:40], {"until": ["\n"], "max_gen_toks": 5}), 0)])
+    assert gen == scorer.generate_until([text[:40]], ["\n"], 5)
