@@ -29,7 +29,7 @@ def test_hydra_composes_the_groups_in_struct_mode():
 
     register_configs()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
-        cfg = compose(config_name="config", overrides=["+pretrain=tiny_moe", "+eval=default",
+        cfg = compose(config_name="config", overrides=["pretrain=tiny_moe", "eval=default",
                                                        "pretrain.train.lr=0.001", "eval.limits.mmlu=50"])
         parsed = parse_config(cfg.pretrain)
         assert parsed.model.num_experts == 10 and parsed.train.lr == 0.001
@@ -37,7 +37,7 @@ def test_hydra_composes_the_groups_in_struct_mode():
         with pytest.raises(ConfigAttributeError):
             cfg.pretrain.train.lrr  # noqa: B018 - struct mode: a misspelt key fails
         with pytest.raises(ConfigCompositionException):
-            compose(config_name="config", overrides=["+pretrain=tiny", "pretrain.train.lrr=1"])
+            compose(config_name="config", overrides=["pretrain=tiny", "pretrain.train.lrr=1"])
 
 
 def test_wrong_types_and_unknown_keys_name_the_key():
