@@ -10,7 +10,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from curation.data import ValidationConfig, ValidationReport, document_statistics, source_statistics, validate_documents
-from curation.data.plots import plot_document_stats
+from curation.reporting.plots import plot_document_stats
 
 log = logging.getLogger(__name__)
 
