@@ -21,23 +21,43 @@ from curation.selection import diagnose, select
 log = logging.getLogger(__name__)
 
 
-def resolve_budget(budget: dict[str, Any], n_corpus: int, n_candidates: int) -> int:
+def resolve_budget(budget: dict[str, Any], n_corpus: int, n_candidates: int, n_pool: int | None = None) -> int:
     """Documents to select: ``budget.docs``, else ``keep_ratio`` x the ingested corpus size.
 
     The ratio refers to the corpus before pruning, as in DATAMASK (FineWeb-Mask
-    keeps ~10% of FineWeb after dropping its low-quality 40-50%).
+    keeps ~10% of FineWeb after dropping its low-quality 40-50%), unless
+    ``ratio_of: candidates``. ``n_pool`` is the size of the candidate subsample
+    (``budget.candidates``); with ``ratio_of: corpus`` the budget shrinks by
+    ``n_pool / n_candidates`` so the corpus keep ratio is unchanged.
     """
+    n_pool = n_candidates if n_pool is None else n_pool
+    ratio_of = budget.get("ratio_of", "corpus")
+    if ratio_of not in ("corpus", "candidates"):
+        raise ValueError(f"budget.ratio_of must be 'corpus' or 'candidates', got {ratio_of!r}")
     if budget.get("docs") is not None:
         wanted = int(budget["docs"])
     else:
         ratio = float(budget["keep_ratio"])
         if not 0 < ratio < 1:
             raise ValueError(f"budget.keep_ratio must be in (0, 1), got {ratio}")
-        wanted = int(round(ratio * n_corpus))
-    if not 0 < wanted < n_candidates:
-        raise ValueError(f"budget of {wanted} documents must be in (0, {n_candidates}) — the pruned corpus "
-                         "has that many; lower budget.keep_ratio/budget.docs or prune less")
+        base = n_pool if ratio_of == "candidates" else n_corpus * n_pool / n_candidates
+        wanted = int(round(ratio * base))
+    if not 0 < wanted < n_pool:
+        raise ValueError(f"budget of {wanted} documents must be in (0, {n_pool}) — the pruned corpus "
+                         "(or its budget.candidates subsample) has that many; lower budget.keep_ratio/budget.docs "
+                         "or prune less")
     return wanted
+
+
+def candidate_pool(n_candidates: int, budget: dict[str, Any], seed: int) -> np.ndarray:
+    """Positions of the candidates the selection sees: all, or a seeded random ``budget.candidates`` subset."""
+    wanted = budget.get("candidates")
+    if wanted is None or int(wanted) >= n_candidates:
+        return np.arange(n_candidates)
+    if int(wanted) < 2:
+        raise ValueError(f"budget.candidates must be >= 2 (or null), got {wanted}")
+    rng = np.random.default_rng([int(seed), 7919])
+    return np.sort(rng.choice(n_candidates, size=int(wanted), replace=False))
 
 
 def select_documents(
@@ -51,9 +71,10 @@ def select_documents(
     """Run ``selection.method``; return ``selected_ids``, ``selected_documents``,
     ``selection_history`` (one row per recorded step) and ``selection_run_metrics``."""
     method = selection["method"]
-    quality = pruned_scores["quality"].to_numpy(dtype="float64")
-    embeddings = np.array(pruned_embeddings, dtype="float32")  # a writable copy of the memory map
-    n_select = resolve_budget(budget, len(documents), len(quality))
+    pool = candidate_pool(len(pruned_scores), budget, int(run["seed"]))
+    quality = pruned_scores["quality"].to_numpy(dtype="float64")[pool]
+    embeddings = np.array(pruned_embeddings[pool], dtype="float32")  # a writable copy of the memory map
+    n_select = resolve_budget(budget, len(documents), len(pruned_scores), len(pool))
     config = {k: v for k, v in selection.items() if k != "method"}
     bar = tqdm(desc=f"selection ({method})", unit="step")
 
@@ -67,7 +88,7 @@ def select_documents(
                     seed=int(run["seed"]), progress=progress)
     seconds = time.perf_counter() - started
     bar.close()
-    ids = pruned_scores["id"].iloc[result.indices].reset_index(drop=True)
+    ids = pruned_scores["id"].iloc[pool[result.indices]].reset_index(drop=True)
     selected_ids = pd.DataFrame({"id": ids, "quality": quality[result.indices]})
     chosen = set(ids)
     selected_documents = documents[documents["id"].isin(chosen)].reset_index(drop=True)
@@ -76,6 +97,7 @@ def select_documents(
         # MLflow wants one increasing step per series: number steps across blocks.
         history["step"] = np.arange(len(history))
     metrics = {"budget_docs": float(n_select), "candidates": float(len(quality)), "corpus_docs": float(len(documents)),
+               "pruned_candidates": float(len(pruned_scores)),
                "selection_seconds": seconds}
     metrics.update({f"info_{k}": float(v) for k, v in result.info.items()
                     if isinstance(v, (int, float)) and not isinstance(v, bool)})
@@ -90,15 +112,18 @@ def describe_selection(
     document_stats: pd.DataFrame,
     selection_history: pd.DataFrame,
     selection: dict[str, Any],
+    budget: dict[str, Any],
     run: dict[str, Any],
 ) -> tuple[dict[str, float], pd.DataFrame, Any, Any, Any]:
-    """Diagnostics of the selection against the candidates (every objective, DiSF
-    dominance, length bias, source mix) and its three figures."""
-    embeddings = np.asarray(pruned_embeddings, dtype="float32")
-    quality = pruned_scores["quality"].to_numpy(dtype="float64")
-    position = pd.Series(np.arange(len(pruned_scores)), index=pruned_scores["id"].to_numpy())
+    """Diagnostics of the selection against the candidates it was chosen from (every
+    objective, DiSF dominance, length bias, source mix) and its three figures."""
+    pool = candidate_pool(len(pruned_scores), budget, int(run["seed"]))
+    scores = pruned_scores.iloc[pool].reset_index(drop=True)
+    embeddings = np.asarray(pruned_embeddings[pool], dtype="float32")
+    quality = scores["quality"].to_numpy(dtype="float64")
+    position = pd.Series(np.arange(len(scores)), index=scores["id"].to_numpy())
     indices = np.sort(position.loc[selected_ids["id"].to_numpy()].to_numpy())
-    stats = document_stats.set_index("id").reindex(pruned_scores["id"].to_numpy())
+    stats = document_stats.set_index("id").reindex(scores["id"].to_numpy())
     metrics = diagnose(embeddings, quality, indices, lengths=stats["n_words"].to_numpy(dtype="float64"),
                        sources=stats["source"].astype("string").fillna("unknown").to_numpy(), seed=int(run["seed"]))
     metrics = {f"selected_{k}".replace("/", "_"): float(v) for k, v in metrics.items()}

@@ -5,6 +5,7 @@ What a run gets, by the name of a node output:
 ``*_metrics``  dict of numbers -> ``mlflow.log_metrics``
 ``*_history``  DataFrame with a ``step`` column -> one metric series per column
 ``*_plot``     matplotlib Figure -> ``plots/<name>.png`` artifact
+``*_plots``    dict of name -> Figure -> ``plots/<name>/<key>.png`` artifacts
 ``*_table``    DataFrame -> ``tables/<name>.csv`` artifact
 
 Params: the whole composed config, flattened (``data.max_docs``). Under a
@@ -112,6 +113,10 @@ class MlflowTrackingHook:
                     client.log_batch(self._run_id, metrics=metrics[start:start + 1000])
             elif base.endswith("_plot") and hasattr(value, "savefig"):
                 client.log_figure(self._run_id, value, f"plots/{base}.png")
+            elif base.endswith("_plots") and isinstance(value, dict):
+                for key, figure in value.items():
+                    if hasattr(figure, "savefig"):
+                        client.log_figure(self._run_id, figure, f"plots/{base}/{key}.png")
             elif base.endswith("_table") and hasattr(value, "to_csv"):
                 client.log_text(self._run_id, value.to_csv(index=False), f"tables/{base}.csv")
 

@@ -18,7 +18,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 describe_selection,
                 inputs=["selected_ids", "pruned_scores", "pruned_embeddings", "document_stats", "selection_history",
-                        "params:selection", "params:run"],
+                        "params:selection", "params:budget", "params:run"],
                 outputs=["selection_metrics", "selection_clusters_table", "selection_trajectory_plot",
                          "selection_map_plot", "selection_clusters_plot"],
                 name="describe_selection_node",

@@ -1,0 +1,118 @@
+"""Experiment configs compose; the reports pipeline rebuilds artefacts from real MLflow runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from curation.config_loader import compose_config
+from curation.hydra_app import run_kedro
+from curation.nodes.reports import choose_runs
+from curation.nodes.selection import candidate_pool, resolve_budget
+from curation.reporting.artefacts import ARTEFACTS, build_report, converged_time
+from tests.conftest import CORPUS_DIR, REPO
+
+EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml") if not p.stem.startswith("_"))
+REPORTED = [e for e in EXPERIMENTS
+            if OmegaConf.load(REPO / "conf" / "experiment" / f"{e}.yaml").get("report") is not None]
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_experiment_config_composes(name):
+    cfg = compose_config(REPO / "conf", [f"experiment={name}"])
+    assert cfg["tracking"]["experiment_name"] == name or name.startswith(("metarater", "table2"))
+
+
+@pytest.mark.parametrize("name", REPORTED)
+def test_reported_experiments_name_their_builder(name):
+    cfg = compose_config(REPO / "conf", [f"experiment={name}"])
+    assert cfg["report"]["experiment"] == name and name in ARTEFACTS
+
+
+def test_budget_against_the_corpus_or_the_candidate_subsample():
+    assert resolve_budget({"keep_ratio": 0.1, "docs": None}, 1000, 600) == 100
+    # a 300-item subsample of 600 pruned candidates keeps the corpus keep ratio: 0.1 * 1000 * 300/600
+    assert resolve_budget({"keep_ratio": 0.1, "docs": None}, 1000, 600, 300) == 50
+    assert resolve_budget({"keep_ratio": 0.1, "docs": None, "ratio_of": "candidates"}, 1000, 600, 300) == 30
+    with pytest.raises(ValueError, match="ratio_of"):
+        resolve_budget({"keep_ratio": 0.1, "ratio_of": "tokens"}, 1000, 600)
+    with pytest.raises(ValueError, match="budget of 400"):
+        resolve_budget({"keep_ratio": 0.1, "docs": 400}, 1000, 600, 300)
+    pool = candidate_pool(600, {"candidates": 300}, seed=3)
+    assert len(pool) == 300 and len(np.unique(pool)) == 300 and (np.diff(pool) > 0).all()
+    assert np.array_equal(pool, candidate_pool(600, {"candidates": 300}, seed=3))
+    assert np.array_equal(candidate_pool(600, {"candidates": None}, seed=3), np.arange(600))
+
+
+def test_converged_time_is_the_first_point_at_98_percent_of_the_gain():
+    traj = pd.DataFrame({"step": [0, 10, 20, 30], "value": [0.0, 0.5, 0.99, 1.0], "x": [0.0, 1.0, 2.0, 3.0]})
+    assert converged_time(traj) == (2.0, 20)
+
+
+def test_choose_runs_keeps_the_children_of_the_newest_sweep():
+    runs = pd.DataFrame({
+        "run_id": list("abcdef"), "status": ["FINISHED"] * 5 + ["FAILED"],
+        "start_time": pd.to_datetime([1, 2, 3, 4, 5, 6], unit="s"),
+        "tags.kedro.pipelines": ["selection", "selection", "selection", "reports", None, "selection"],
+        "tags.mlflow.parentRunId": ["p1", "p2", "p2", None, None, "p2"],
+    })
+    assert list(choose_runs(runs, "latest_sweep")["run_id"]) == ["b", "c"]  # not the report, parent or failure
+    assert list(choose_runs(runs, "all")["run_id"]) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="report.runs"):
+        choose_runs(runs, "newest")
+
+
+def test_unknown_artefact_and_no_runs_are_clear_errors():
+    with pytest.raises(ValueError, match="no report builder"):
+        build_report("fig99", pd.DataFrame({"run_id": ["a"]}), {}, {})
+    with pytest.raises(ValueError, match="curate -m experiment=fig7_group_size"):
+        build_report("fig7_group_size", pd.DataFrame(), {}, {})
+
+
+FAST = [
+    f"data.path={CORPUS_DIR}", "data.max_docs=250",
+    "scoring.fasttext_dclm.bucket=50000", "scoring.fasttext_ultrafineweb.bucket=50000",
+    "embedding.show_progress=false", "selection.steps=20", "selection.group_size=16",
+]
+
+
+def _curate(project: Path, *args: str) -> subprocess.CompletedProcess:
+    curate = Path(sys.executable).parent / "curate"
+    done = subprocess.run([str(curate), *args], cwd=project, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "CURATION_PROJECT_ROOT": str(project)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_sweep_then_report_from_mlflow(project):
+    run_kedro(compose_config(project / "conf", FAST), project_path=project)  # ingest+scoring+pruning+selection
+    small = [f"data.path={CORPUS_DIR}", "data.max_docs=250", "budget.candidates=120", "selection.steps=30",
+             "selection.history_every=5"]
+    _curate(project, "-m", "experiment=fig7_group_size", "selection.group_size=2,8", *small)
+    _curate(project, "pipeline=reports", "experiment=fig7_group_size", f"data.path={CORPUS_DIR}")
+
+    out = project / "data" / "08_reporting" / "fig7_group_size"
+    table = pd.read_csv(out / "table.csv")
+    assert list(table["G"]) == [2, 8] and table["final_fl"].between(0, 1).all()
+    assert (out / "group_size.png").stat().st_size > 1000
+    markdown = (out / "report.md").read_text()
+    assert "**This run**" in markdown and "| 2 |" in markdown and "![group_size](group_size.png)" in markdown
+    assert len(pd.read_csv(out / "runs.csv")) == 2
+
+    mlflow.set_tracking_uri(f"sqlite:///{project}/mlruns/mlflow.db")
+    runs = mlflow.search_runs(experiment_names=["fig7_group_size"])
+    report_run = runs[runs["tags.kedro.pipelines"] == "reports"].iloc[0]
+    assert report_run["metrics.report_runs"] == 2
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(report_run["run_id"], "plots/report_plots")}
+    assert "plots/report_plots/group_size.png" in artifacts
+    # the sweep's jobs selected 10% of a 120-candidate subsample each
+    jobs = runs[runs["tags.kedro.pipelines"] == "selection"]
+    assert set(jobs["metrics.candidates"]) == {120.0} and set(jobs["metrics.budget_docs"]) == {12.0}
