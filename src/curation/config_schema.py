@@ -39,6 +39,7 @@ class RunConfig:
     namespace: str = "default"  # sub-folder of each data layer for this run's outputs
     input_namespace: Optional[str] = None  # where a sweep job reads the datasets it does not produce (None = namespace)
     seed: int = 0  # global seed for every random choice of a run
+    torch_threads: Optional[int] = None  # torch intra-op threads for the run (None = torch's default, one per core)
 
 
 _REGISTERED = False

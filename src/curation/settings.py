@@ -1,9 +1,10 @@
 """Kedro project settings."""
 
 from curation.config_loader import HydraConfigLoader
+from curation.runtime_hooks import RuntimeHook
 from curation.tracking.hooks import MlflowTrackingHook
 
-HOOKS = (MlflowTrackingHook(),)
+HOOKS = (RuntimeHook(), MlflowTrackingHook())
 
 CONFIG_LOADER_CLASS = HydraConfigLoader
 CONFIG_LOADER_ARGS = {
