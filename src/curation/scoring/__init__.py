@@ -12,6 +12,8 @@ nothing to score), ``score_counted`` (scores plus bad-input counts) and
 - ``merge``: quantile mapping onto the Edu scale and the 0-15 ``quality`` (DATAMASK A.5)
 - ``training_sets``: positives/negatives from config, the human-label split, eval ROC-AUC
 - ``run``: ``score_corpus`` runs all of the above on a corpus frame
+- ``persistence``: fitted raters saved as one folder (``manifest.json`` + a file per rater) and loaded back
+- ``ray_engine``: ``scoring.engine=ray``, the text raters applied by a Ray Data job (optional extra)
 """
 
 from curation.scoring.config import ALL_RATERS, DSIRTargets, ScoringConfig, scoring_config_from_dict

@@ -18,9 +18,11 @@ from curation.scoring.dsir import DSIRConfig
 from curation.scoring.embedding_raters import EduConfig, WeakLabelRule, WikiConfig
 from curation.scoring.fasttext_rater import FastTextConfig, UltraFineWebConfig
 from curation.scoring.merge import MergeConfig
+from curation.scoring.ray_engine import RayConfig
 from curation.scoring.training_sets import TrainingSetConfig
 
 ALL_RATERS = ("fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki", "dsir", "redpajama")
+ENGINES = ("inprocess", "ray")
 
 
 @dataclass
@@ -39,8 +41,13 @@ class ScoringConfig:
 
     # raters to run, from ALL_RATERS
     raters: list[str] = field(default_factory=lambda: list(ALL_RATERS))
-    # "inprocess" only; "ray" (scale-out) is not implemented yet
+    # "inprocess" (pandas batches) | "ray": fastText, DSIR and RedPajama applied by a Ray Data job
     engine: str = "inprocess"
+    # Ray Data job of engine=ray (curation.scoring.ray_engine)
+    ray: RayConfig = field(default_factory=RayConfig)
+    # a folder of fitted raters written by an earlier run (data/06_models/<namespace>/raters):
+    # the raters it holds are loaded instead of fitted; null = fit every rater
+    pretrained_dir: str | None = None
     training: TrainingSetConfig = field(default_factory=TrainingSetConfig)
     fasttext_dclm: FastTextConfig = field(default_factory=FastTextConfig)
     fasttext_ultrafineweb: FastTextConfig = field(default_factory=UltraFineWebConfig)
@@ -85,9 +92,9 @@ def scoring_config_from_dict(mapping: Mapping[str, Any]) -> ScoringConfig:
     unknown = set(cfg.raters) - set(ALL_RATERS)
     if unknown:
         raise ValueError(f"scoring.raters: unknown rater(s) {sorted(unknown)}; known: {list(ALL_RATERS)}")
-    if cfg.engine != "inprocess":
-        raise NotImplementedError(f"scoring.engine={cfg.engine!r}: only 'inprocess' exists (Ray/Spark scale-out is not built yet)")
+    if cfg.engine not in ENGINES:
+        raise ValueError(f"scoring.engine={cfg.engine!r}: known engines are {list(ENGINES)}")
     return cfg
 
 
-__all__ = ["ALL_RATERS", "DSIRTargets", "ScoringConfig", "WeakLabelRule", "scoring_config_from_dict"]
+__all__ = ["ALL_RATERS", "DSIRTargets", "ENGINES", "RayConfig", "ScoringConfig", "WeakLabelRule", "scoring_config_from_dict"]

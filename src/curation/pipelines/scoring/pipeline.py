@@ -17,7 +17,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 score_documents,
                 inputs=["documents", "embeddings", "params:scoring", "params:cache"],
-                outputs=["scores", "scoring_metrics", "quality_share_table"],
+                outputs=["scores", "scoring_metrics", "quality_share_table", "rater_models"],
                 name="score_documents_node",
             ),
             Node(
