@@ -116,3 +116,18 @@ def test_sweep_then_report_from_mlflow(project):
     # the sweep's jobs selected 10% of a 120-candidate subsample each
     jobs = runs[runs["tags.kedro.pipelines"] == "selection"]
     assert set(jobs["metrics.candidates"]) == {120.0} and set(jobs["metrics.budget_docs"]) == {12.0}
+
+
+def test_log_benchmark_records_files_metrics_and_skipped_nans(project, tmp_path):
+    from curation.tracking.benchmarks import log_benchmark
+
+    csv = tmp_path / "bench.csv"
+    pd.DataFrame({"n": [1, 2], "seconds": [0.5, 0.25]}).to_csv(csv, index=False)
+    run_id = log_benchmark("bench_x", files=[csv], params={"sizes": "1,2"},
+                           metrics={"ratio": 2.0, "unreached": float("nan")}, root=project)
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{project}/mlruns/mlflow.db")
+    run = client.get_run(run_id)
+    assert run.data.metrics == {"ratio": 2.0} and run.data.params == {"sizes": "1,2"}
+    assert run.data.tags["skipped_metrics"] == "unreached" and run.data.tags["benchmark"] == "bench_x"
+    assert client.get_experiment(run.info.experiment_id).name == "benchmarks"
+    assert [a.path for a in client.list_artifacts(run_id)] == ["bench.csv"]
