@@ -17,7 +17,7 @@ from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
 from curation.nodes.reports import choose_runs
 from curation.nodes.selection import candidate_pool, resolve_budget
-from curation.reporting.artefacts import ARTEFACTS, build_report, converged_time
+from curation.reporting.artefacts import build_report, converged_time, registry
 from tests.conftest import CORPUS_DIR, REPO
 
 EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml") if not p.stem.startswith("_"))
@@ -34,7 +34,7 @@ def test_every_experiment_config_composes(name):
 @pytest.mark.parametrize("name", REPORTED)
 def test_reported_experiments_name_their_builder(name):
     cfg = compose_config(REPO / "conf", [f"experiment={name}"])
-    assert cfg["report"]["experiment"] == name and name in ARTEFACTS
+    assert cfg["report"]["experiment"] == name and name in registry()
 
 
 def test_budget_against_the_corpus_or_the_candidate_subsample():
@@ -118,7 +118,8 @@ def test_sweep_then_report_from_mlflow(project):
     assert set(jobs["metrics.candidates"]) == {120.0} and set(jobs["metrics.budget_docs"]) == {12.0}
 
 
-def test_log_benchmark_records_files_metrics_and_skipped_nans(project, tmp_path):
+def test_log_benchmark_records_files_metrics_and_skipped_nans(project, tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     from curation.tracking.benchmarks import log_benchmark
 
     csv = tmp_path / "bench.csv"

@@ -2,6 +2,15 @@
 
 from curation.datasets.atomic import AtomicDataset
 from curation.datasets.corpus import CorpusShardsDataset
+from curation.datasets.lm import LMCheckpoint, LMCheckpointDataset, PackedTokensDataset, TokenizerDataset
 from curation.datasets.numpy_array import NpyDataset
 
-__all__ = ["AtomicDataset", "CorpusShardsDataset", "NpyDataset"]
+__all__ = [
+    "AtomicDataset",
+    "CorpusShardsDataset",
+    "LMCheckpoint",
+    "LMCheckpointDataset",
+    "NpyDataset",
+    "PackedTokensDataset",
+    "TokenizerDataset",
+]

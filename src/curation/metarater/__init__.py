@@ -9,6 +9,13 @@
 5. :func:`search_weights` predicts a dense Dirichlet sample and averages the
    top-k candidates into w*.
 
+Around them (import them from their modules; they pull in torch via ``curation.lm``):
+``config`` (MetaraterConfig, the quick / paper presets, strict parsing),
+``proxy`` (the held-out validation set, the token table, one proxy run),
+``compare`` (uniform / intersection / random / single-rater selections, cached
+evaluations, w* from the first N proxies), ``analysis`` (weight PCA,
+cross-validated Spearman rho).
+
 No Kedro, MLflow or Hydra imports.
 """
 

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from curation.paths import project_root
-from curation.reporting.artefacts import ARTEFACTS, build_report
+from curation.reporting.artefacts import build_report, registry
 from curation.tracking.store import resolve_uri
 
 log = logging.getLogger(__name__)
@@ -51,11 +51,12 @@ def collect_runs(report: dict[str, Any], tracking: dict[str, Any]) -> tuple[pd.D
     import mlflow
 
     name = report.get("experiment")
+    known = registry()
     if not name:
         raise ValueError("report.experiment is not set: run `curate pipeline=reports experiment=<name>` "
-                         f"with one of {sorted(ARTEFACTS)}")
-    if name not in ARTEFACTS:
-        raise ValueError(f"report.experiment={name!r} has no report builder; known: {sorted(ARTEFACTS)}")
+                         f"with one of {sorted(known)}")
+    if name not in known:
+        raise ValueError(f"report.experiment={name!r} has no report builder; known: {sorted(known)}")
     source = report.get("mlflow_experiment") or name
     client = _client(tracking)
     experiment = client.get_experiment_by_name(source)
@@ -65,7 +66,7 @@ def collect_runs(report: dict[str, Any], tracking: dict[str, Any]) -> tuple[pd.D
     mlflow.set_tracking_uri(client.tracking_uri)
     all_runs = mlflow.search_runs(experiment_ids=[experiment.experiment_id], output_format="pandas")
     runs = choose_runs(all_runs, str(report.get("runs", "latest_sweep")))
-    spec = ARTEFACTS[name]
+    spec = known[name]
     histories: dict[str, dict[str, pd.DataFrame]] = {}
     tables: dict[str, dict[str, pd.DataFrame]] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -419,13 +419,26 @@ ARTEFACTS: dict[str, Artefact] = {
 }
 
 
+# Modules that register their own artefacts on import (they depend on heavier packages).
+PLUGINS = ("curation.pretraining.table2",)
+
+
+def registry() -> dict[str, Artefact]:
+    """Every known artefact: the ones above plus those of :data:`PLUGINS`."""
+    import importlib
+
+    for module in PLUGINS:
+        importlib.import_module(module)
+    return ARTEFACTS
+
+
 def register(name: str, artefact: Artefact) -> None:
     """Add a builder (other modules register their artefacts, e.g. Meta-rater or pre-training tables)."""
     ARTEFACTS[name] = artefact
 
 
 def build_report(name: str, runs: pd.DataFrame, histories: Histories, tables: Tables) -> Report:
-    if name not in ARTEFACTS:
+    if name not in registry():
         raise ValueError(f"report.experiment={name!r} has no report builder; known: {sorted(ARTEFACTS)}")
     if runs.empty:
         raise ValueError(f"no finished runs to report for {name!r}: run `curate -m experiment={name}` first")

@@ -49,12 +49,22 @@ def log_benchmark(
     all_tags = {"benchmark": name, **(tags or {})}
     if skipped:
         all_tags["skipped_metrics"] = ",".join(skipped)
-    with mlflow.start_run(experiment_id=exp_id, run_name=name, tags=all_tags) as run:
+    # The client API, not the fluent one: a benchmark may run inside another active run.
+    client = mlflow.MlflowClient(tracking_uri=mlflow.get_tracking_uri())
+    run = client.create_run(exp_id, run_name=name, tags=all_tags)
+    run_id = run.info.run_id
+    try:
         if params:
-            mlflow.log_params(params_for_mlflow(params))
-        if finite:
-            mlflow.log_metrics(finite)
+            from mlflow.entities import Param
+
+            client.log_batch(run_id, params=[Param(k, v) for k, v in params_for_mlflow(params).items()])
+        for key, value in finite.items():
+            client.log_metric(run_id, key, value)
         for path in files:
             if Path(path).exists():
-                mlflow.log_artifact(str(path))
-        return run.info.run_id
+                client.log_artifact(run_id, str(path))
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    client.set_terminated(run_id, status="FINISHED")
+    return run_id

@@ -1,0 +1,159 @@
+"""What Meta-rater's w* is compared against (seeds/004 Sec. 5.1-5.2, Table 4, Fig. 2), and how.
+
+Selections of ``k = round(keep_frac * n)`` candidates, each a sorted index array:
+
+- ``metarater``: top-k by ``w* . q`` (:func:`curation.metarater.select_top`);
+- ``uniform``: the Mean baseline, top-k by the arithmetic mean of the scaled raters;
+- ``intersection``: documents that meet every rater's criterion. The per-rater
+  top-p sets are relaxed (p grows) until their intersection holds k documents,
+  i.e. the k documents with the best *worst* per-rater rank (ties: best mean
+  rank, then document order); the p reached is reported (the paper could only
+  intersect 4 raters before the data ran out, Table 4 footnote);
+- ``random``: k candidates uniformly at random (seeded);
+- ``rater:<name>``: top-k by one rater alone.
+
+Each selection is evaluated by training one proxy per seed; :class:`EvalStore`
+caches those runs as JSON by content (selection, seed, bench), so a killed
+comparison resumes and the same selection is never trained twice.
+
+No Kedro, MLflow or Hydra imports.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from curation.metarater.core import aggregate, fit_regressor, search_weights, select_top
+from curation.metarater.proxy import array_hash, fingerprint, write_json
+
+log = logging.getLogger(__name__)
+
+
+def uniform_weights(m: int) -> np.ndarray:
+    """The Mean baseline's weights: 1/m each."""
+    return np.full(m, 1.0 / m)
+
+
+def rank_fraction(scaled: np.ndarray) -> np.ndarray:
+    """Per rater, the fraction of documents scoring at least as high as each document, in (0, 1].
+
+    A document lies in rater j's top-p set exactly when its value is <= p (ties
+    share the worse rank, so a tie never slips in ahead of its equals).
+    """
+    scaled = np.asarray(scaled, dtype="float64")
+    n = len(scaled)
+    out = np.empty_like(scaled)
+    for j in range(scaled.shape[1]):
+        col = scaled[:, j]
+        ascending = np.sort(col)
+        # documents with a score >= col[i] = n - (documents with a score < col[i])
+        out[:, j] = (n - np.searchsorted(ascending, col, side="left")) / n
+    return out
+
+
+def select_intersection(scaled: np.ndarray, keep_frac: float) -> tuple[np.ndarray, float]:
+    """The k documents with the best worst-case per-rater rank, and the per-rater top fraction p it needed."""
+    ranks = rank_fraction(scaled)
+    k = max(1, int(round(len(scaled) * keep_frac)))
+    worst, mean = ranks.max(axis=1), ranks.mean(axis=1)
+    order = np.lexsort((np.arange(len(scaled)), mean, worst))  # last key is primary
+    chosen = order[:k]
+    return np.sort(chosen), float(worst[chosen].max())
+
+
+def select_random(n: int, keep_frac: float, seed: int) -> np.ndarray:
+    k = max(1, int(round(n * keep_frac)))
+    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
+
+
+@dataclass
+class Selection:
+    method: str  # metarater | uniform | intersection | random | rater:<name> | metarater@N=<n>
+    indices: np.ndarray  # sorted candidate indices
+    seed: int  # proxy seed (and the random selection's seed)
+    info: dict[str, float]
+
+
+def comparison_selections(scaled: np.ndarray, raters: Sequence[str], w_star: np.ndarray, keep_frac: float, *,
+                          methods: Sequence[str], seeds: Sequence[int], single_raters: bool = True,
+                          single_rater_seeds: Sequence[int] = (0,),
+                          intersection_raters: Optional[Sequence[str]] = None) -> list[Selection]:
+    """Every (method, seed) of the Table 4 analogue, in a stable order."""
+    out: list[Selection] = []
+    fixed: dict[str, tuple[np.ndarray, dict[str, float]]] = {}
+    if "metarater" in methods:
+        fixed["metarater"] = (select_top(aggregate(scaled, w_star), keep_frac), {})
+    if "uniform" in methods:
+        fixed["uniform"] = (select_top(aggregate(scaled, uniform_weights(len(raters))), keep_frac), {})
+    if "intersection" in methods:
+        use = list(raters) if intersection_raters is None else list(intersection_raters)
+        missing = [r for r in use if r not in raters]
+        if missing:
+            raise KeyError(f"metarater.comparisons.intersection_raters: {missing[0]!r} is not a rater; "
+                           f"raters: {list(raters)}")
+        columns = [list(raters).index(r) for r in use]
+        chosen, p = select_intersection(scaled[:, columns], keep_frac)
+        fixed["intersection"] = (chosen, {"per_rater_top_frac": p, "raters": float(len(columns))})
+    for method in methods:
+        for seed in seeds:
+            if method == "random":
+                out.append(Selection("random", select_random(len(scaled), keep_frac, seed), seed, {}))
+            else:
+                indices, info = fixed[method]
+                out.append(Selection(method, indices, seed, info))
+    if single_raters:
+        for j, name in enumerate(raters):
+            onehot = np.zeros(len(raters))
+            onehot[j] = 1.0
+            indices = select_top(aggregate(scaled, onehot), keep_frac)
+            out.extend(Selection(f"rater:{name}", indices, seed, {}) for seed in single_rater_seeds)
+    return out
+
+
+def weights_for_n(weights: np.ndarray, losses: np.ndarray, n: int, regression: Any, *, n_candidates: int,
+                  top_k: int, alpha: float, seed: int, batch: int = 100_000) -> tuple[np.ndarray, dict[str, float]]:
+    """w* from the first ``n`` proxies only (Fig. 2 analogue): regression + search on that prefix."""
+    model, metrics = fit_regressor(weights[:n], losses[:n], regression)
+    w_star, _ = search_weights(model, weights.shape[1], n_candidates=n_candidates, top_k=top_k, alpha=alpha,
+                               seed=seed, batch=batch)
+    return w_star, metrics
+
+
+class EvalStore:
+    """Proxy evaluations of selections, one JSON file each, keyed by (bench, selection, seed).
+
+    ``evaluate(selection, run)`` returns the stored result when there is one
+    (``reused: True``), else calls ``run(indices, seed)``, stores and returns it.
+    """
+
+    def __init__(self, directory: str | Path, bench_key: str) -> None:
+        self.directory = Path(directory)
+        self.bench_key = bench_key
+
+    def path(self, indices: np.ndarray, seed: int) -> Path:
+        key = fingerprint(self.bench_key, array_hash(np.asarray(indices, dtype=np.int64)), int(seed))
+        return self.directory / f"eval-{key}.json"
+
+    def evaluate(self, selection: Selection, run: Callable[[np.ndarray, int], dict[str, Any]]) -> dict[str, Any]:
+        path = self.path(selection.indices, selection.seed)
+        if path.exists():
+            return {**json.loads(path.read_text()), "reused": True}
+        result = run(selection.indices, selection.seed)
+        write_json(path, {**result, "method": selection.method, "selection_sha256": array_hash(
+            np.asarray(selection.indices, dtype=np.int64))})
+        return {**result, "reused": False}
+
+
+def summarize(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean, std (ddof=1; 0 for one seed) and count of ``val_loss`` per method, best first."""
+    grouped = table.groupby("method", sort=False)["val_loss"]
+    out = pd.DataFrame({"val_loss_mean": grouped.mean(), "val_loss_std": grouped.std(ddof=1).fillna(0.0),
+                        "seeds": grouped.count()}).reset_index()
+    return out.sort_values(["val_loss_mean", "method"], kind="stable").reset_index(drop=True)

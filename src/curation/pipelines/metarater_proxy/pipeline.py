@@ -1,0 +1,17 @@
+"""metarater_proxy: one Meta-rater proxy per run, for `curate -m experiment=metarater_proxy metarater.proxy_id=...`.
+
+Its result lands where `pipeline=metarater` looks for finished proxies, which it then reuses.
+"""
+
+from kedro.pipeline import Node, Pipeline
+
+from curation.nodes.metarater import train_one_proxy
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(train_one_proxy, inputs=["documents", "scores", "params:metarater", "params:run"],
+                 outputs=["metarater_proxy_metrics", "metarater_proxy_history"], name="train_one_proxy_node"),
+        ]
+    )

@@ -1,0 +1,30 @@
+"""pretrain: ingested corpus -> tokenizer; selection -> packed tokens -> a trained tiny LM checkpoint."""
+
+from kedro.pipeline import Node, Pipeline
+
+from curation.nodes.pretrain import pretrain_model, tokenize_selection, train_tokenizer
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                train_tokenizer,
+                inputs=["documents", "params:pretrain", "params:cache"],
+                outputs=["lm_tokenizer", "tokenizer_metrics"],
+                name="train_tokenizer_node",
+            ),
+            Node(
+                tokenize_selection,
+                inputs=["selected_documents", "lm_tokenizer", "params:pretrain"],
+                outputs=["lm_tokens", "tokens_metrics"],
+                name="tokenize_node",
+            ),
+            Node(
+                pretrain_model,
+                inputs=["lm_tokens", "lm_tokenizer", "params:pretrain", "params:cache"],
+                outputs=["lm_checkpoint", "pretrain_history", "pretrain_metrics"],
+                name="pretrain_model_node",
+            ),
+        ]
+    )

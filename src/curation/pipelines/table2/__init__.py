@@ -1,0 +1,3 @@
+from curation.pipelines.table2.pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

