@@ -71,6 +71,10 @@ def test_a_proxy_trained_on_held_out_like_data_has_the_lower_validation_loss(doc
     again = build_bench(documents["text"].tolist(), groups, proxy, validation, tmp_path)
     assert np.array_equal(again.table.tokens, bench.table.tokens)
     assert len(list(tmp_path.glob("tokens-*"))) == 1
+    # metarater.validation.path: an external D_v, tokenised with the same tokenizer, cut at max_tokens.
+    external = build_bench(documents["text"].tolist(), groups, proxy, validation, tmp_path,
+                           external_validation=documents.loc[documents["category"] == "books", "text"].tolist())
+    assert list(external.validation_groups) == ["external"] and len(external.validation.stream) == 4096
     with pytest.raises(ValueError, match="less than one batch"):
         bench.evaluate(encyclopedic[:1])
     pd.testing.assert_series_equal(groups, hold_out_validation(documents, validation))
