@@ -420,7 +420,8 @@ ARTEFACTS: dict[str, Artefact] = {
 
 
 # Modules that register their own artefacts on import (they depend on heavier packages).
-PLUGINS = ("curation.pretraining.table2",)
+PLUGINS = ("curation.pretraining.table2", "curation.reporting.metarater_artefacts",
+           "curation.reporting.ufw_artefacts")
 
 
 def registry() -> dict[str, Artefact]:
