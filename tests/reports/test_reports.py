@@ -92,7 +92,7 @@ def _curate(project: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def test_sweep_then_report_from_mlflow(project):
+def test_sweep_then_report_from_mlflow(project, monkeypatch):
     run_kedro(compose_config(project / "conf", FAST), project_path=project)  # ingest+scoring+pruning+selection
     small = [f"data.path={CORPUS_DIR}", "data.max_docs=250", "budget.candidates=120", "selection.steps=30",
              "selection.history_every=5"]
@@ -116,6 +116,19 @@ def test_sweep_then_report_from_mlflow(project):
     # the sweep's jobs selected 10% of a 120-candidate subsample each
     jobs = runs[runs["tags.kedro.pipelines"] == "selection"]
     assert set(jobs["metrics.candidates"]) == {120.0} and set(jobs["metrics.budget_docs"]) == {12.0}
+
+    # notebooks/compare_selections.ipynb reads the same sweep from the store (executed so it cannot rot)
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("COMPARE_EXPERIMENT", "fig7_group_size")
+    notebook = nbformat.read(REPO / "notebooks" / "compare_selections.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(project)}}).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "fig7_group_size: 2 selection runs" in text and "2 trajectories" in text
+    assert "selection.group_size=2" in text and "selection.group_size=8" in text
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 2
 
 
 def test_log_benchmark_records_files_metrics_and_skipped_nans(project, tmp_path, monkeypatch):
