@@ -44,3 +44,40 @@ def test_wrapper_matches_the_scorer(saved, corpus_sample):
 
     gen = lm.generate_until([Instance("generate_until", {}, (text[:40], {"until": ["\n"], "max_gen_toks": 5}), 0)])
     assert gen == scorer.generate_until([text[:40]], ["\n"], 5)
+
+
+def test_the_harness_runs_a_local_task_on_our_checkpoint(saved, tmp_path):
+    """lm_eval.simple_evaluate, a YAML task over a local JSONL file (no download), our model wrapper."""
+    import json
+
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    folder, model, tok = saved
+    items = [{"question": "The capital of France is", "choices": [" Paris", " a banana"], "label": 0},
+             {"question": "Water is made of hydrogen and", "choices": [" oxygen", " cheese"], "label": 0},
+             {"question": "Two plus two is", "choices": [" five", " four"], "label": 1}]
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps(i) + "\n" for i in items))
+    (tmp_path / "tiny_mc.yaml").write_text(
+        "task: curation_tiny_mc\n"
+        "dataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {data}\n"
+        "test_split: test\n"
+        "output_type: multiple_choice\n"
+        "doc_to_text: '{{question}}'\n"
+        "doc_to_choice: '{{choices}}'\n"
+        "doc_to_target: '{{label}}'\n"
+        "metric_list:\n  - metric: acc\n  - metric: acc_norm\n")
+    lm = CurationLM(pretrained=str(folder / "model"), tokenizer=str(folder / "tokenizer.json"), batch_size=4)
+    results = lm_eval.simple_evaluate(model=lm, tasks=["curation_tiny_mc"],
+                                      task_manager=TaskManager(include_path=str(tmp_path), include_defaults=False))
+    got = results["results"]["curation_tiny_mc"]
+    # the same three items scored by our own log-likelihood scorer: same accuracy
+    scorer = LMScorer(model, tok, batch_size=4)
+    correct = 0
+    for item in items:
+        scores = [s for s, _ in scorer.loglikelihood([(item["question"], c) for c in item["choices"]])]
+        correct += int(max(range(len(scores)), key=scores.__getitem__) == item["label"])
+    assert got["acc,none"] == pytest.approx(correct / 3)
+    assert 0.0 <= got["acc_norm,none"] <= 1.0
