@@ -44,7 +44,7 @@ def build(runs: pd.DataFrame, histories: Histories, tables: Tables) -> Report:
     tasks = [c for c in table.columns if c not in ("ratio", "dataset", "average") and not c.startswith("delta_")]
     notes = ["Scores in percent on `verification.limit` items per task; `delta_*` is the candidate's gain over "
              "the annealing on the default mix alone at the same ratio (the paper's Table 8 gives FE/UFW deltas "
-             "against FW instead; the `selection - raw` column below is that comparison)."]
+             "against FW instead; the `selection - raw` line below is that comparison)."]
     rows = []
     for ratio, group in table[table["ratio"].notna()].groupby("ratio"):
         by = group.set_index("dataset")["average"]
