@@ -51,10 +51,13 @@ def test_proxy_jobs_then_a_killed_and_resumed_metarater_run(project, documents, 
     _write_inputs(project, documents, scores)
 
     # 1. Proxies 0 and 1 as a Hydra multirun of the proxy experiment (one MLflow child run per job), with
-    #    2 torch threads; the 1-thread pipeline runs below still reuse them (threads are not part of the key).
+    #    2 torch threads each; the 1-thread pipeline runs below still reuse them (threads are not part of the key).
     curate = Path(sys.executable).parent / "curate"
     two_threads = [o for o in OVERRIDES if not o.startswith("metarater.proxy.num_threads")]
-    done = subprocess.run([str(curate), "-m", "experiment=metarater_proxy", "metarater.proxy_id=0,1", *two_threads],
+    # The two jobs run in parallel processes through Hydra's joblib launcher, as the README suggests.
+    parallel = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    done = subprocess.run([str(curate), "-m", "experiment=metarater_proxy", "metarater.proxy_id=0,1", *parallel,
+                           *two_threads],
                           cwd=project, env={**os.environ, "CURATION_PROJECT_ROOT": str(project)},
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
