@@ -56,6 +56,29 @@ def test_regressor_beats_constant_and_search_finds_the_optimum():
     assert np.abs(w_star - optimum).max() < 0.12
 
 
+def test_ridge_option_ranks_a_linear_landscape_and_search_picks_its_best_rater():
+    cost = np.array([0.9, 0.2, 0.5, 0.7])  # rater 1 lowers the loss most
+    w = dirichlet_weights(64, 4, seed=0)
+    losses = 3.0 + w @ cost + np.random.default_rng(1).normal(0, 0.01, len(w))
+    model, metrics = fit_regressor(w, losses, RegressionConfig(model="ridge"))
+    assert metrics["spearman_test"] > 0.9 and metrics["mae_test"] < 0.5 * metrics["mae_test_constant"]
+    assert metrics["n_train"] == 64 - metrics["n_test"]  # the ridge fits on train + early-stop rows
+    w_star, _ = search_weights(model, 4, n_candidates=20_000, top_k=128, batch=8_000)
+    assert int(np.argmax(w_star)) == 1
+
+
+def test_a_constant_prediction_has_no_spearman_rho():
+    w = dirichlet_weights(40, 3, seed=0)
+    # no leaf can hold 1,000 of 24 rows: every tree is a stump, the prediction is the mean
+    _, metrics = fit_regressor(w, w[:, 0], RegressionConfig(min_child_samples=1000))
+    assert np.isnan(metrics["spearman_test"])
+
+
+def test_unknown_regression_model_names_the_key():
+    with pytest.raises(ValueError, match="regression.model"):
+        fit_regressor(np.ones((10, 2)) / 2, np.arange(10.0), RegressionConfig(model="xgboost"))
+
+
 def test_too_few_proxies_is_a_clear_error():
     with pytest.raises(ValueError, match="too few"):
         fit_regressor(np.ones((3, 2)) / 2, np.ones(3), RegressionConfig())

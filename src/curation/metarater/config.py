@@ -138,6 +138,7 @@ class MetaraterConfig:
         _require(self.validation.max_tokens >= 2, "validation.max_tokens", "must be >= 2")
         unknown = [m for m in self.comparisons.methods if m not in COMPARISON_METHODS]
         _require(not unknown, "comparisons.methods", f"unknown method {unknown[:1]}; known: {COMPARISON_METHODS}")
+        _require(self.regression.model in ("lightgbm", "ridge"), "regression.model", "must be lightgbm or ridge")
         _require(self.search.top_k >= 1 and self.search.n_candidates >= self.search.top_k, "search.top_k",
                  "must be in [1, search.n_candidates]")
         self.proxy.pretrain_config()  # the preset with the overrides must be valid
