@@ -44,7 +44,7 @@ def test_metarater_table1_ranks_methods_and_states_the_gap_in_standard_errors():
     assert list(report.table["kind"]) == ["Meta-rater (w*)", "combination", "single rater", "combination"]
     text = " ".join(report.notes)
     assert "uniform - metarater = +0.1000" in text and "5.8 standard errors" in text
-    assert "Spearman rho 0.700" in text and "2398 documents" in text
+    assert "LightGBM regressor: Spearman rho 0.700" in text and "2398 documents" in text
     assert report.paper is not None and "Meta-rater All (25)" in set(report.paper["method"])
 
 
@@ -62,7 +62,7 @@ def test_metarater_table10_lines_up_the_raters_the_paper_also_weighs():
 def test_metarater_fig2_reports_the_curve_and_a_missing_table_is_a_clear_error():
     report = build_report("metarater_fig2_num_proxies", pd.DataFrame([_run("r", 1)]), {}, {"r": _metarater_tables()})
     assert list(report.table["num_proxies"]) == [8, 16, 32]
-    assert any("lower with more proxies" in n for n in report.notes)
+    assert any("lower with more proxies, beyond the seed noise" in n for n in report.notes)
     with pytest.raises(ValueError, match="metarater_num_proxies_table"):
         build_report("metarater_fig2_num_proxies", pd.DataFrame([_run("r", 1)]), {}, {"r": {}})
 

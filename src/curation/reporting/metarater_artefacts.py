@@ -87,7 +87,9 @@ def table1_comparisons(runs: pd.DataFrame, histories: Histories, tables: Tables)
                          + ("Within noise (< 2 SE)." if pd.notna(in_se) and abs(in_se) < 2 else ""))
     rho = _metric(run, "regression_spearman_test")
     if pd.notna(rho):
-        notes.append(f"LightGBM regressor: Spearman rho {rho:.3f} on the test split "
+        model = str(run.get("params.metarater.regression.model") or "lightgbm")
+        name = {"lightgbm": "LightGBM", "ridge": "Ridge"}.get(model, model)
+        notes.append(f"{name} regressor: Spearman rho {rho:.3f} on the test split "
                      f"({_metric(run, 'regression_spearman_cv'):.3f} 5-fold out-of-fold) over "
                      f"{int(_metric(run, 'regression_proxies'))} proxies.")
     notes.append("Single raters ran with one proxy seed (std 0 = not measured), the combinations with three.")
@@ -135,8 +137,16 @@ def fig2_num_proxies(runs: pd.DataFrame, histories: Histories, tables: Tables) -
              "metarater.comparisons.num_proxies_seeds) on its selection; N above the proxies run are skipped."]
     if len(curve) >= 2:
         first, last = curve.iloc[0], curve.iloc[-1]
+        diff = float(last["val_loss_mean"] - first["val_loss_mean"])
+        # the seed-to-seed spread of one selection's proxy loss, from the combinations run with several seeds
+        repeated = summary[summary["seeds"] > 1]["val_loss_std"] if summary is not None else pd.Series(dtype=float)
+        noise = float(repeated.mean()) if len(repeated) else float("nan")
+        verdict = ("lower" if diff < 0 else "not lower") + " with more proxies"
+        if np.isfinite(noise):
+            verdict += (", within" if abs(diff) < 2 * noise else ", beyond") + \
+                f" the seed noise (one selection's proxy loss varies by sd {noise:.3f} over seeds)"
         notes.append(f"N={int(first['num_proxies'])}: {first['val_loss_mean']:.4f} -> N={int(last['num_proxies'])}: "
-                     f"{last['val_loss_mean']:.4f} nats ({'lower' if last['val_loss_mean'] < first['val_loss_mean'] else 'not lower'} with more proxies).")
+                     f"{last['val_loss_mean']:.4f} nats ({diff:+.4f}: {verdict}).")
     if references is not None and len(references):
         notes.append("Reference lines: " + ", ".join(f"{r.method} {r.val_loss_mean:.4f}" for r in references.itertuples())
                      + ".")
