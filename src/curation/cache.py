@@ -35,9 +35,32 @@ def config_key(*parts: Any) -> str:
     return hashlib.sha256(payload).hexdigest()[:20]
 
 
-def _save_npy(path: Path, value: np.ndarray) -> None:
-    with path.open("wb") as handle:  # a file object: np.save would append ".npy" to a path
+def array_digest(values: np.ndarray) -> str:
+    """sha256 of an array's bytes (C order)."""
+    return hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()
+
+
+def save_npy(path: Path, value: np.ndarray) -> None:
+    with Path(path).open("wb") as handle:  # a file object: np.save would append ".npy" to a path
         np.save(handle, value, allow_pickle=False)
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> None:
+    """``write(tmp)`` to a temporary sibling of ``path``, then rename it into place: a killed
+    process never leaves a half-written file that a later run would trust."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write(path, lambda p: p.write_text(text))
 
 
 class ResultCache:
@@ -50,16 +73,6 @@ class ResultCache:
     def _path(self, name: str, key: str, ext: str) -> Path:
         return self.directory / f"{name}-{key}.{ext}"
 
-    def _atomic_write(self, path: Path, write: Callable[[Path], None]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-        try:
-            write(tmp)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-
     def array(self, name: str, key: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
         path = self._path(name, key, "npy")
         if self.enabled and path.exists():
@@ -69,7 +82,7 @@ class ResultCache:
         self.misses += 1
         value = np.asarray(compute())
         if self.enabled:
-            self._atomic_write(path, lambda p: _save_npy(p, value))
+            atomic_write(path, lambda p: save_npy(p, value))
         return value
 
     def frame(self, name: str, key: str, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
@@ -81,5 +94,5 @@ class ResultCache:
         self.misses += 1
         value = compute()
         if self.enabled:
-            self._atomic_write(path, lambda p: value.to_parquet(p, index=False))
+            atomic_write(path, lambda p: value.to_parquet(p, index=False))
         return value

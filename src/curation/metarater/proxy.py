@@ -20,12 +20,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import resource
 import shutil
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -35,6 +33,7 @@ import pandas as pd
 import torch
 from tokenizers import Tokenizer
 
+from curation.cache import array_digest, atomic_write, atomic_write_text, config_key, save_npy
 from curation.lm import evaluate_loss, load_tokenizer, save_tokenizer, train, train_tokenizer
 from curation.lm.config import PretrainConfig
 from curation.lm.packing import token_dtype
@@ -135,7 +134,7 @@ class TokenTable:
 
     def save(self, directory: Path) -> None:
         for name, value in (("tokens", self.tokens), ("offsets", self.offsets)):
-            _atomic_write(directory / f"{name}.npy", lambda p, v=value: _save_npy(p, v))
+            atomic_write(directory / f"{name}.npy", lambda p, v=value: save_npy(p, v))
 
     @classmethod
     def load(cls, directory: Path) -> "TokenTable":
@@ -249,7 +248,7 @@ def build_bench(texts: Sequence[str], groups: pd.Series, proxy: ProxyConfig, val
     the same ids. ``external_validation`` (texts) replaces the held-out rows as D_v.
     """
     cfg = proxy.pretrain_config()
-    key = _key("metarater-tokens-v1", dataclasses.asdict(cfg.tokenizer), proxy.tokenizer_docs, _texts_hash(texts))
+    key = fingerprint("metarater-tokens-v1", dataclasses.asdict(cfg.tokenizer), proxy.tokenizer_docs, _texts_hash(texts))
     directory = Path(cache_dir) / f"tokens-{key}"
     tokenizer_path = directory / "tokenizer.json"
     if (directory / "offsets.npy").exists() and tokenizer_path.exists():
@@ -261,7 +260,7 @@ def build_bench(texts: Sequence[str], groups: pd.Series, proxy: ProxyConfig, val
         table = TokenTable.build(texts, tokenizer)
         directory.mkdir(parents=True, exist_ok=True)
         table.save(directory)
-        _atomic_write(tokenizer_path, lambda p: save_tokenizer(tokenizer, p))
+        atomic_write(tokenizer_path, lambda p: save_tokenizer(tokenizer, p))
     if external_validation is not None:
         external = TokenTable.build(list(external_validation), tokenizer)
         stream = external.stream(range(len(external)), max_tokens=validation.max_tokens)
@@ -285,37 +284,17 @@ def _texts_hash(texts: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def _key(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def fingerprint(*parts: Any) -> str:
-    """A short stable hash of JSON-serialisable parts (configs, arrays as lists, other hashes)."""
-    return _key(*parts)
+    """A short stable hash of JSON-serialisable parts (configs, arrays as lists, other hashes):
+    :func:`curation.cache.config_key` cut to 16 hex digits, the length existing sweep folders carry."""
+    return config_key(*parts)[:16]
 
 
-def array_hash(values: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()
-
-
-def _save_npy(path: Path, value: np.ndarray) -> None:
-    with path.open("wb") as handle:
-        np.save(handle, value, allow_pickle=False)
-
-
-def _atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+array_hash = array_digest
 
 
 def write_json(path: Path, payload: Any) -> None:
-    _atomic_write(Path(path), lambda p: p.write_text(json.dumps(payload)))
+    atomic_write_text(path, json.dumps(payload))
 
 
 def _cpu_seconds() -> float:

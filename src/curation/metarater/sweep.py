@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import traceback
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
+
+from curation.cache import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +52,7 @@ class ProxySweep:
         return ProxyResult(**json.loads(path.read_text()))
 
     def _save(self, result: ProxyResult) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.path(result.proxy_id)
-        tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-        tmp.write_text(json.dumps(asdict(result)))
-        os.replace(tmp, path)
+        atomic_write_text(self.path(result.proxy_id), json.dumps(asdict(result)))
 
     def run(self, train: TrainFn, proxy_ids: Iterable[int] | None = None, *, retry_failed: bool = False,
             progress: Callable[[ProxyResult], None] | None = None) -> list[ProxyResult]:

@@ -16,10 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from curation.cache import config_key
+from curation.cache import atomic_write_text, config_key
 from curation.datasets.lm import LMCheckpoint
 from curation.evaluation import EvalReport, evaluate, parse_eval_config
-from curation.nodes.pretrain import atomic_write_text, cache_dir, model_digest, tokenizer_digest
+from curation.nodes.pretrain import cache_dir, model_digest, tokenizer_digest
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,8 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any, Optional
 
@@ -28,7 +26,7 @@ import tokenizers
 import torch
 from torch.utils.data import Dataset, Subset
 
-from curation.cache import ResultCache, config_key, frame_fingerprint
+from curation.cache import ResultCache, atomic_write_text, config_key, frame_fingerprint
 from curation.datasets.lm import LMCheckpoint
 from curation.lm import PackedDataset, build_tokenizer, load_model, load_tokenizer, pack_documents, parse_config
 from curation.lm import train as train_lm
@@ -73,13 +71,6 @@ def tokenizer_digest(tokenizer: tokenizers.Tokenizer) -> str:
 
 def packed_digest(packed: PackedDataset) -> str:
     return file_digest(Path(packed.path) / "tokens.bin")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 # --- corpus ---

@@ -6,7 +6,6 @@ config loads the previous result instead of recomputing it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -16,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from curation.cache import ResultCache, config_key, frame_fingerprint
+from curation.cache import ResultCache, array_digest, config_key, frame_fingerprint
 from curation.paths import project_root
 from curation.reporting.plots import plot_length_distribution, plot_quality_histogram, plot_spearman_heatmap
 
@@ -56,10 +55,6 @@ def embed_documents(documents: pd.DataFrame, embedding: dict[str, Any],
     return vectors, metrics
 
 
-def _array_fingerprint(values: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()
-
-
 def score_documents(
     documents: pd.DataFrame, embeddings: np.ndarray, scoring: dict[str, Any], cache: dict[str, Any]
 ) -> tuple[pd.DataFrame, dict[str, float], pd.DataFrame, Any]:
@@ -81,7 +76,7 @@ def score_documents(
     embeddings = np.asarray(embeddings, dtype=np.float32)
     # v2: the fitted raters are cached too (v1 entries have none)
     key = config_key("scores-v2", scoring, frame_fingerprint(documents, ["id", "text"]),
-                     _array_fingerprint(embeddings))
+                     array_digest(embeddings))
     metrics_path = store.directory / f"scores-{key}.metrics.json"
     raters_dir = store.directory / f"raters-{key}"
     scores_path = store.directory / f"scores-{key}.parquet"  # ResultCache's <name>-<key>.<ext>
