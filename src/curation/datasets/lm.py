@@ -19,24 +19,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kedro.io import AbstractVersionedDataset, DatasetError
 from kedro.io.core import AbstractDataset, Version, get_protocol_and_path
 
+from curation.cache import atomic_folder
+from curation.lm.checkpoint import LMCheckpoint  # noqa: F401 -- the value these datasets store
+
 TOKENIZER_FILE = "tokenizer.json"
-
-
-@dataclass
-class LMCheckpoint:
-    """A trained causal LM with the tokenizer it was trained with."""
-
-    model: Any  # curation.lm.CausalLM, in eval mode
-    tokenizer: Any  # tokenizers.Tokenizer with <|endoftext|>
-    config: dict = field(default_factory=dict)  # the PretrainConfig of the run, as a dict (empty if unknown)
 
 
 def _local_path(filepath: str, kind: str) -> Path:
@@ -44,23 +36,6 @@ def _local_path(filepath: str, kind: str) -> Path:
     if protocol != "file":
         raise DatasetError(f"{kind} supports local paths only, got {filepath!r}")
     return Path(path)
-
-
-def _replace_folder(write, target: Path) -> None:
-    """``write(tmp)`` fills a temporary sibling folder, which then replaces ``target``."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
-    old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-    try:
-        tmp.mkdir()
-        write(tmp)
-        if target.exists():
-            target.rename(old)  # two renames: the target is missing for an instant, never half-written
-        tmp.rename(target)
-    finally:
-        for leftover in (tmp, old):
-            if leftover.exists():
-                shutil.rmtree(leftover)
 
 
 class TokenizerDataset(AbstractDataset):
@@ -125,7 +100,7 @@ class PackedTokensDataset(AbstractDataset):
             else:
                 copy_one(data, tmp)
 
-        _replace_folder(write, self._path)
+        atomic_folder(self._path, write)
 
     def _exists(self) -> bool:
         return self._path.is_dir()
@@ -160,7 +135,7 @@ class LMCheckpointDataset(AbstractVersionedDataset):
             save_model(data.model, tmp, parse_config(data.config) if data.config else None)
             data.tokenizer.save(str(tmp / TOKENIZER_FILE))
 
-        _replace_folder(write, target)
+        atomic_folder(target, write)
 
     def _exists(self) -> bool:
         try:

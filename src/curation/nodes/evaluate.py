@@ -1,57 +1,16 @@
-"""Evaluation node: zero-shot tasks on a checkpoint (DATAMASK seeds/000 Sec. 4.1, App. A.3).
-
-Metrics are named after the task (``hellaswag_acc_norm``, ``triviaqa_exact_match``),
-plus the three ability averages (``reading_comprehension``, ``reasoning``,
-``knowledge``) and ``average``, so MLflow lines runs up by task. The report is
-cached by content (the checkpoint's weights and tokenizer, the eval config).
-"""
+"""Evaluation node: zero-shot tasks on a checkpoint (core: :mod:`curation.evaluation.runs`)."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
-import time
 from typing import Any
 
 import pandas as pd
 
-from curation.cache import atomic_write_text, config_key
-from curation.datasets.lm import LMCheckpoint
-from curation.evaluation import EvalReport, evaluate, parse_eval_config
-from curation.nodes.pretrain import cache_dir, model_digest, tokenizer_digest
+from curation.evaluation.runs import run_evaluation
+from curation.lm.checkpoint import LMCheckpoint
 
 log = logging.getLogger(__name__)
-
-
-def _eval_key(checkpoint: LMCheckpoint, config) -> str:
-    settings = dataclasses.asdict(config)
-    for key in ("num_threads", "batch_size"):  # speed only
-        settings.pop(key)
-    return config_key("eval-v1", model_digest(checkpoint.model), tokenizer_digest(checkpoint.tokenizer), settings)
-
-
-def run_evaluation(checkpoint: LMCheckpoint, eval_config: Any, cache: dict[str, Any]) -> tuple[dict, pd.DataFrame]:
-    """Evaluate (or load the cached report of) ``checkpoint``: flat metrics and one row per task."""
-    cfg = parse_eval_config(eval_config)
-    directory = cache_dir(cache)
-    path = directory / f"eval-{_eval_key(checkpoint, cfg)}.json" if directory else None
-    if path is not None and path.is_file():
-        stored = json.loads(path.read_text())
-        log.info("cache hit: %s", path)
-        return {**stored["metrics"], "eval_cache_hit": 1.0}, pd.DataFrame(stored["rows"])
-    started = time.perf_counter()
-    report: EvalReport = evaluate(
-        checkpoint.model, checkpoint.tokenizer, cfg,
-        on_task=lambda r: log.info("%s: %s=%.3f on %d items (%.1fs)", r.name, r.primary_metric, r.primary,
-                                   r.n_items, r.seconds),
-    )
-    metrics = {**report.metrics(), "eval_seconds": time.perf_counter() - started,
-               "eval_tasks": float(len(report.tasks)), "eval_tasks_unavailable": float(len(report.unavailable))}
-    rows = report.rows()
-    if path is not None:
-        atomic_write_text(path, json.dumps({"metrics": metrics, "rows": rows}))
-    return {**metrics, "eval_cache_hit": 0.0}, pd.DataFrame(rows)
 
 
 def evaluate_checkpoint(

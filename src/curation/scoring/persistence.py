@@ -26,10 +26,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+
+from curation.cache import atomic_folder, replace_directory  # noqa: F401 -- replace_directory: re-exported
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -121,38 +122,11 @@ def load_raters(directory: str | Path, names: list[str] | None = None, embedder=
     return out
 
 
-def replace_directory(new: Path, target: Path) -> None:
-    """Put the complete folder ``new`` at ``target`` by renames (same file system).
-
-    An existing ``target`` is renamed aside first and deleted after, so at no
-    moment does ``target`` hold a mix of old and new files.
-    """
-    new, target = Path(new), Path(target)
-    old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-    if target.exists():
-        os.replace(target, old)
-    try:
-        os.replace(new, target)
-    except BaseException:
-        if old.exists() and not target.exists():
-            os.replace(old, target)  # put the previous folder back
-        raise
-    if old.exists():
-        shutil.rmtree(old)
-
-
 def write_raters_atomically(raters: Mapping[str, Any], target: str | Path,
                             meta: Mapping[str, Any] | None = None) -> dict:
     """``save_raters`` into a temporary sibling folder, then rename it onto ``target``."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        manifest = save_raters(raters, tmp, meta)
-        replace_directory(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+    manifest: dict = {}
+    atomic_folder(target, lambda tmp: manifest.update(save_raters(raters, tmp, meta)))
     return manifest
 
 
@@ -160,14 +134,8 @@ def copy_directory_atomically(source: str | Path, target: str | Path) -> None:
     """Copy a saved rater folder to ``target`` (hard links where possible), atomically."""
     source, target = Path(source), Path(target)
     read_manifest(source)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        shutil.copytree(source, tmp, copy_function=_link_or_copy)
-        replace_directory(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+    atomic_folder(target, lambda tmp: shutil.copytree(source, tmp, copy_function=_link_or_copy,
+                                                      dirs_exist_ok=True))
 
 
 @dataclass

@@ -168,7 +168,8 @@ def score_with_ray(
     name + one per signal) and timings. ``raters`` maps score column -> fitted
     fastText or DSIR rater (``ScoringResult.raters`` entries).
     """
-    from curation.scoring.persistence import replace_directory, save_raters
+    from curation.cache import replace_directory
+    from curation.scoring.persistence import save_raters
 
     cfg = cfg or RayConfig()
     ray = import_ray()
