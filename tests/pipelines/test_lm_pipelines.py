@@ -101,7 +101,7 @@ def test_pretrain_on_the_selection_then_evaluate_the_latest_checkpoint(lm_projec
     from kedro.io import Version
 
     from curation.datasets import LMCheckpointDataset
-    from curation.nodes.pretrain import model_digest
+    from curation.cache import model_digest
 
     path = str(project / "data/06_models/default/lm_checkpoint")
     latest = LMCheckpointDataset(filepath=path, version=Version(None, None)).load()

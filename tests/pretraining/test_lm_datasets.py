@@ -7,7 +7,7 @@ from kedro.io import Version
 
 from curation.datasets import AtomicDataset, LMCheckpoint, LMCheckpointDataset, PackedTokensDataset
 from curation.lm import CausalLM, ModelConfig, eos_id, pack_documents, train_tokenizer
-from curation.nodes.pretrain import model_digest
+from curation.cache import model_digest
 
 TINY = ModelConfig(vocab_size=300, max_seq_len=16, n_layer=1, d_model=16, n_head=2, n_kv_head=1, d_ff=32)
 

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from curation.selection.corpus import top_fraction
+
 
 def dirichlet_weights(n: int, m: int, *, alpha: float = 1.0, seed: int = 0) -> np.ndarray:
     """``n`` weight vectors over ``m`` raters from a symmetric Dirichlet(alpha) (Alg. 1 step 1).
@@ -43,16 +45,8 @@ def aggregate(scaled: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.asarray(scaled) @ np.asarray(weights).T
 
 
-def select_top(q_agg: np.ndarray, keep_frac: float) -> np.ndarray:
-    """Indices of the top ``keep_frac`` documents by aggregated score (step 3), sorted.
-
-    Ties are broken by document order (stable), so the selection is reproducible.
-    """
-    if not 0 < keep_frac <= 1:
-        raise ValueError(f"metarater.keep_frac must be in (0, 1], got {keep_frac}")
-    k = max(1, int(round(len(q_agg) * keep_frac)))
-    order = np.argsort(-np.asarray(q_agg), kind="stable")
-    return np.sort(order[:k])
+# Alg. 1 step 3, the top keep_frac by Q_agg: the project's one top-share pick.
+select_top = top_fraction
 
 
 @dataclass

@@ -1,9 +1,9 @@
-"""Selection nodes: run a selection method on the pruned corpus, then describe the result."""
+"""Selection nodes: run a selection method on the pruned corpus (:mod:`curation.selection.corpus`),
+then describe the result."""
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import numpy as np
@@ -16,48 +16,10 @@ from curation.reporting.plots import (
     plot_quality_diversity_heatmap,
     plot_selection_map,
 )
-from curation.selection import diagnose, select
+from curation.selection import diagnose
+from curation.selection.corpus import candidate_pool, run_selection
 
 log = logging.getLogger(__name__)
-
-
-def resolve_budget(budget: dict[str, Any], n_corpus: int, n_candidates: int, n_pool: int | None = None) -> int:
-    """Documents to select: ``budget.docs``, else ``keep_ratio`` x the ingested corpus size.
-
-    The ratio refers to the corpus before pruning, as in DATAMASK (FineWeb-Mask
-    keeps ~10% of FineWeb after dropping its low-quality 40-50%), unless
-    ``ratio_of: candidates``. ``n_pool`` is the size of the candidate subsample
-    (``budget.candidates``); with ``ratio_of: corpus`` the budget shrinks by
-    ``n_pool / n_candidates`` so the corpus keep ratio is unchanged.
-    """
-    n_pool = n_candidates if n_pool is None else n_pool
-    ratio_of = budget.get("ratio_of", "corpus")
-    if ratio_of not in ("corpus", "candidates"):
-        raise ValueError(f"budget.ratio_of must be 'corpus' or 'candidates', got {ratio_of!r}")
-    if budget.get("docs") is not None:
-        wanted = int(budget["docs"])
-    else:
-        ratio = float(budget["keep_ratio"])
-        if not 0 < ratio < 1:
-            raise ValueError(f"budget.keep_ratio must be in (0, 1), got {ratio}")
-        base = n_pool if ratio_of == "candidates" else n_corpus * n_pool / n_candidates
-        wanted = int(round(ratio * base))
-    if not 0 < wanted < n_pool:
-        raise ValueError(f"budget of {wanted} documents must be in (0, {n_pool}) — the pruned corpus "
-                         "(or its budget.candidates subsample) has that many; lower budget.keep_ratio/budget.docs "
-                         "or prune less")
-    return wanted
-
-
-def candidate_pool(n_candidates: int, budget: dict[str, Any], seed: int) -> np.ndarray:
-    """Positions of the candidates the selection sees: all, or a seeded random ``budget.candidates`` subset."""
-    wanted = budget.get("candidates")
-    if wanted is None or int(wanted) >= n_candidates:
-        return np.arange(n_candidates)
-    if int(wanted) < 2:
-        raise ValueError(f"budget.candidates must be >= 2 (or null), got {wanted}")
-    rng = np.random.default_rng([int(seed), 7919])
-    return np.sort(rng.choice(n_candidates, size=int(wanted), replace=False))
 
 
 def select_documents(
@@ -68,41 +30,19 @@ def select_documents(
     budget: dict[str, Any],
     run: dict[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """Run ``selection.method``; return ``selected_ids``, ``selected_documents``,
-    ``selection_history`` (one row per recorded step) and ``selection_run_metrics``."""
-    method = selection["method"]
-    pool = candidate_pool(len(pruned_scores), budget, int(run["seed"]))
-    quality = pruned_scores["quality"].to_numpy(dtype="float64")[pool]
-    embeddings = np.array(pruned_embeddings[pool], dtype="float32")  # a writable copy of the memory map
-    n_select = resolve_budget(budget, len(documents), len(pruned_scores), len(pool))
-    config = {k: v for k, v in selection.items() if k != "method"}
-    bar = tqdm(desc=f"selection ({method})", unit="step")
+    """Run ``selection.method`` (:func:`curation.selection.corpus.run_selection`); return ``selected_ids``,
+    ``selected_documents``, ``selection_history`` (one row per recorded step) and ``selection_run_metrics``."""
+    bar = tqdm(desc=f"selection ({selection['method']})", unit="step")
 
     def progress(done: int, total: int) -> None:
         bar.total = total
         bar.n = done
         bar.refresh()
 
-    started = time.perf_counter()
-    result = select(method, quality=quality, embeddings=embeddings, budget=n_select, config=config,
-                    seed=int(run["seed"]), progress=progress)
-    seconds = time.perf_counter() - started
+    result = run_selection(pruned_scores, pruned_embeddings, documents, selection, budget, int(run["seed"]),
+                           progress=progress)
     bar.close()
-    ids = pruned_scores["id"].iloc[pool[result.indices]].reset_index(drop=True)
-    selected_ids = pd.DataFrame({"id": ids, "quality": quality[result.indices]})
-    chosen = set(ids)
-    selected_documents = documents[documents["id"].isin(chosen)].reset_index(drop=True)
-    history = result.history.copy()
-    if not history.empty and "step" in history and "block" in history and history["block"].nunique() > 1:
-        # MLflow wants one increasing step per series: number steps across blocks.
-        history["step"] = np.arange(len(history))
-    metrics = {"budget_docs": float(n_select), "candidates": float(len(quality)), "corpus_docs": float(len(documents)),
-               "pruned_candidates": float(len(pruned_scores)),
-               "selection_seconds": seconds}
-    metrics.update({f"info_{k}": float(v) for k, v in result.info.items()
-                    if isinstance(v, (int, float)) and not isinstance(v, bool)})
-    log.info("selected %d of %d candidates with %s in %.1fs", n_select, len(quality), method, seconds)
-    return selected_ids, selected_documents, history, metrics
+    return result.selected_ids, result.selected_documents, result.history, result.metrics
 
 
 def describe_selection(

@@ -181,3 +181,20 @@ def plot_document_stats(doc_stats: pd.DataFrame, max_sources: int = 12):
     ax_len.set_title("length distribution (6 largest sources)")
     ax_len.legend(fontsize=7)
     return fig
+
+
+def plot_verification_deltas(candidates: pd.DataFrame, tasks: list[str]):
+    """Per-task deltas of each annealed candidate against the default-only annealing (Ultra-FineWeb Table 8)."""
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(tasks), 3.6))
+    width = 0.8 / max(len(candidates), 1)
+    x = np.arange(len(tasks))
+    for i, (_, row) in enumerate(candidates.iterrows()):
+        ax.bar(x + i * width, [row[f"delta_{t}"] for t in tasks], width,
+               label=f"{row['dataset']} ({row['ratio']:.0%})")
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.set_xticks(x + width * (len(candidates) - 1) / 2, tasks, rotation=30, ha="right")
+    ax.set_ylabel("delta vs default-only annealing (points)")
+    ax.set_title("Efficient verification (Ultra-FineWeb Table 8 analogue)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

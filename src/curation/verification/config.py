@@ -27,7 +27,7 @@ import pandas as pd
 
 from curation.evaluation.tasks import TASKS
 from curation.lm.config import parse_dataclass
-from curation.pretraining.corpora import CorpusSpec
+from curation.selection.corpus import CorpusSpec
 
 DEFAULT_MIX = "default_mix"  # name of the default mix among the packed corpora; not a candidate name
 BASELINE = "default_only"  # the annealing run on the default mix alone (ratio 0)

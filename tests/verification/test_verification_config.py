@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from curation.pretraining.verification import (
+from curation.verification.config import (
     BASE,
     BASELINE,
     VerificationConfig,
