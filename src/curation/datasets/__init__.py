@@ -2,6 +2,7 @@
 
 from curation.datasets.atomic import AtomicDataset
 from curation.datasets.corpus import CorpusShardsDataset
+from curation.datasets.folder import WorkFolderDataset
 from curation.datasets.lm import LMCheckpoint, LMCheckpointDataset, PackedTokensDataset, TokenizerDataset
 from curation.datasets.numpy_array import NpyDataset
 
@@ -13,4 +14,5 @@ __all__ = [
     "NpyDataset",
     "PackedTokensDataset",
     "TokenizerDataset",
+    "WorkFolderDataset",
 ]

@@ -119,7 +119,7 @@ class MetaraterConfig:
     keep_frac: float = 0.15  # share of the candidates each proxy (and the final selection) keeps
     # --- step 4-5: proxies, resumable ---
     retry_failed: bool = False  # re-run proxies recorded as failed (default: keep the failure, report it)
-    work_dir: Optional[str] = None  # per-proxy results (None = data/06_models/<namespace>/metarater)
+    work_dir: Optional[str] = None  # per-proxy results (None = the catalog entry metarater_work_dir)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     # --- regression and search ---

@@ -1,507 +1,86 @@
-"""Meta-rater nodes (seeds/004 Alg. 1): held-out set and scaled raters, proxy sweep, LightGBM,
-w* search and selection, comparisons (Table 4), the N curve (Fig. 2) and figures (Fig. 5).
+"""Meta-rater nodes (seeds/004 Alg. 1): adapters of :mod:`curation.metarater.experiment`.
 
-Proxy runs are long and resumable, so two nodes write per-run JSON files
-themselves under ``metarater.work_dir`` (default
-``data/06_models/<namespace>/metarater``; a sweep job uses the namespace the
-sweep started from, so ``experiment=metarater_proxy`` jobs and a later
-``pipeline=metarater`` share them). Each proxy and each comparison run is also
-an MLflow child run of the pipeline's run (weights, losses, loss curve).
+The sweep's own files live in ``metarater.work_dir`` when set, else in the
+catalog's ``metarater_work_dir``; each proxy and comparison run is also an MLflow
+child run of the pipeline's run (:class:`curation.tracking.child_runs.ChildRuns`).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from curation.metarater import ProxySweep, aggregate, dirichlet_weights, fit_regressor, minmax_scale, search_weights
-from curation.metarater import select_top
-from curation.metarater.analysis import cross_validated_spearman, weight_pca
-from curation.metarater.compare import EvalStore, Selection, comparison_selections, summarize, uniform_weights
-from curation.metarater.compare import weights_for_n
-from curation.metarater.config import MetaraterConfig, parse_metarater_config
-from curation.metarater.proxy import ProxyBench, array_hash, build_bench, fingerprint, hold_out_validation
+from curation.metarater import experiment as core
+from curation.metarater.config import parse_metarater_config
 from curation.paths import project_root
-from curation.reporting.metarater_plots import plot_comparisons, plot_loss_landscape, plot_num_proxies, plot_weights
-
-log = logging.getLogger(__name__)
-
-MERGE_COPY_SUFFIX = "_0_5"  # scoring.merge adds <rater>_0_5 copies of its components (monotone: not new raters)
+from curation.tracking.child_runs import ChildRuns
 
 
-# --- data: held-out set, raters scaled to [0, 5] ---
+def _folder(metarater: dict[str, Any], metarater_work_dir: Path) -> Path:
+    """``metarater.work_dir`` (relative: under the project root) or the catalog's folder."""
+    chosen = parse_metarater_config(metarater).work_dir
+    if chosen is None:
+        return Path(metarater_work_dir)
+    return Path(chosen) if Path(chosen).is_absolute() else project_root() / chosen
 
 
-def rater_columns(scores: pd.DataFrame, raters: Optional[list[str]]) -> list[str]:
-    """``raters``, or every numeric score column except ``quality`` and the ``*_0_5`` merge copies."""
-    if raters is not None:
-        missing = [r for r in raters if r not in scores]
-        if missing:
-            raise KeyError(f"metarater.raters: scores have no column {missing[0]!r}; columns: {list(scores.columns)}")
-        return list(raters)
-    numeric = scores.select_dtypes("number").columns
-    return [c for c in numeric if c != "quality" and not c.endswith(MERGE_COPY_SUFFIX)]
-
-
-def prepare_metarater_data(documents: pd.DataFrame, scores: pd.DataFrame, metarater: dict[str, Any],
-                           run: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """Split off the validation set; return the candidates' raters min-max scaled to [0, 5]
-    (``id``, ``doc_row`` = row in ``documents``, one column per rater), the held-out ``id``/``group``
-    and counts (candidates, validation documents per group, NaN scores filled with the rater's minimum)."""
-    cfg = parse_metarater_config(metarater)
-    if len(scores) != len(documents) or not (scores["id"].to_numpy() == documents["id"].to_numpy()).all():
-        raise ValueError("scores are not aligned with documents (same ids in the same order); re-run scoring")
-    raters = rater_columns(scores, cfg.raters)
-    unknown = [r for r in cfg.invert if r not in raters]
-    if unknown:
-        raise KeyError(f"metarater.invert: {unknown[0]!r} is not a rater; raters: {raters}")
-    if cfg.validation.path is None:
-        groups = hold_out_validation(documents, cfg.validation)
-    else:
-        groups = pd.Series(pd.NA, index=documents.index, dtype="string")
-    candidate = groups.isna().to_numpy()
-    raw = scores.loc[candidate, raters].to_numpy(dtype="float64")
-    metrics: dict[str, float] = {"candidates": float(candidate.sum()), "validation_docs": float((~candidate).sum()),
-                                 "raters": float(len(raters))}
-    for j, name in enumerate(raters):
-        bad = ~np.isfinite(raw[:, j])
-        if bad.any():  # a rater that could not score a document ranks it last
-            raw[bad, j] = np.nanmin(np.where(np.isfinite(raw[:, j]), raw[:, j], np.nan))
-        metrics[f"nan_filled_{name}"] = float(bad.sum())
-    scaled = minmax_scale(raw)
-    for name in cfg.invert:
-        j = raters.index(name)
-        scaled[:, j] = 5.0 - scaled[:, j]
-    rater_scores = pd.DataFrame(scaled, columns=raters)
-    rater_scores.insert(0, "doc_row", np.flatnonzero(candidate))
-    rater_scores.insert(0, "id", documents["id"].to_numpy()[candidate])
-    held = groups.dropna()
-    validation_ids = pd.DataFrame({"id": documents["id"].to_numpy()[~candidate], "group": held.to_numpy(dtype=str)})
-    for name, count in held.value_counts().items():
-        metrics[f"validation_docs_{name}"] = float(count)
-    return rater_scores, validation_ids, metrics
-
-
-def _split(rater_scores: pd.DataFrame) -> tuple[list[str], np.ndarray, np.ndarray]:
-    raters = [c for c in rater_scores.columns if c not in ("id", "doc_row")]
-    return raters, rater_scores[raters].to_numpy(dtype="float64"), rater_scores["doc_row"].to_numpy(dtype=np.int64)
+def prepare_metarater_data(documents: pd.DataFrame, scores: pd.DataFrame, metarater: dict[str, Any]):
+    """Candidates' raters scaled to [0, 5] (``id``, ``doc_row``, one column per rater), held-out ids, counts."""
+    return core.prepare_metarater_data(documents, scores, parse_metarater_config(metarater))
 
 
 def draw_proxy_weights(metarater_rater_scores: pd.DataFrame, metarater: dict[str, Any]) -> pd.DataFrame:
-    """N Dirichlet weight vectors over the raters (Alg. 1 step 1): ``proxy_id`` + one ``w_<rater>`` column each."""
-    cfg = parse_metarater_config(metarater)
-    raters, _, _ = _split(metarater_rater_scores)
-    weights = dirichlet_weights(cfg.num_proxies, len(raters), alpha=cfg.alpha, seed=cfg.seed)
-    table = pd.DataFrame(weights, columns=[f"w_{r}" for r in raters])
-    table.insert(0, "proxy_id", np.arange(cfg.num_proxies))
-    return table
+    return core.draw_proxy_weights(metarater_rater_scores, parse_metarater_config(metarater))
 
 
-# --- the proxy bench, work directory and MLflow child runs ---
+def train_proxies(documents, metarater_rater_scores, metarater_validation_ids, metarater_weights,
+                  metarater: dict[str, Any], metarater_work_dir: Path):
+    """One proxy per weight vector (reused from disk when done): per-proxy table, sweep counts, loss series."""
+    return core.train_proxies(documents, metarater_rater_scores, metarater_validation_ids, metarater_weights,
+                              parse_metarater_config(metarater), _folder(metarater, metarater_work_dir), ChildRuns())
 
 
-@dataclass
-class _Setup:
-    cfg: MetaraterConfig
-    raters: list[str]
-    scaled: np.ndarray  # (candidates, raters) in [0, 5]
-    doc_rows: np.ndarray  # candidate -> row of `documents`
-    bench: ProxyBench
-    work_dir: Path
-    bench_key: str  # everything a proxy's loss depends on except its selection and seed
-
-    def rows(self, candidate_indices: np.ndarray) -> np.ndarray:
-        return self.doc_rows[np.asarray(candidate_indices)]
-
-    @property
-    def sweep_dir(self) -> Path:
-        cfg = self.cfg
-        key = fingerprint(self.bench_key, array_hash(self.scaled), cfg.keep_frac, cfg.alpha, cfg.seed, cfg.proxy.seed)
-        return self.work_dir / f"sweep-{key}"
+def fit_loss_regressor(metarater_proxy_results: pd.DataFrame, metarater: dict[str, Any]):
+    return core.fit_loss_regressor(metarater_proxy_results, parse_metarater_config(metarater))
 
 
-def work_dir(cfg: MetaraterConfig, run: dict[str, Any]) -> Path:
-    """``metarater.work_dir``, else ``data/06_models/<namespace>/metarater`` where a sweep job's namespace
-    is the one the sweep started from (``run.input_namespace``)."""
-    if cfg.work_dir is not None:
-        path = Path(cfg.work_dir)
-        return path if path.is_absolute() else project_root() / path
-    namespace = run.get("input_namespace") or run.get("namespace") or "default"
-    return project_root() / "data" / "06_models" / str(namespace) / "metarater"
+def search_optimal_weights(metarater_regressor: Any, metarater_rater_scores: pd.DataFrame, metarater: dict[str, Any]):
+    return core.search_optimal_weights(metarater_regressor, metarater_rater_scores, parse_metarater_config(metarater))
 
 
-def _setup(documents: pd.DataFrame, rater_scores: pd.DataFrame, validation_ids: pd.DataFrame,
-           metarater: dict[str, Any], run: dict[str, Any]) -> _Setup:
-    cfg = parse_metarater_config(metarater)
-    raters, scaled, doc_rows = _split(rater_scores)
-    groups = pd.Series(pd.NA, index=documents.index, dtype="string")
-    position = pd.Series(np.arange(len(documents)), index=documents["id"].to_numpy())
-    groups.iloc[position.loc[validation_ids["id"].to_numpy()].to_numpy()] = validation_ids["group"].to_numpy(dtype=str)
-    external = None
-    if cfg.validation.path is not None:
-        path = Path(cfg.validation.path)
-        path = path if path.is_absolute() else project_root() / path
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_json(path, lines=True)
-        if "text" not in frame:
-            raise KeyError(f"metarater.validation.path {path} has no `text` column")
-        external = frame["text"].astype(str).tolist()
-    directory = work_dir(cfg, run)
-    bench = build_bench(documents["text"].astype(str).tolist(), groups, cfg.proxy, cfg.validation, directory,
-                        external_validation=external)
-    pretrain = asdict(cfg.proxy.pretrain_config(seed=0))
-    # Threads change a loss only in its last float digits: proxies trained by 1-thread parallel jobs
-    # (experiment=metarater_proxy with joblib) must be found by a 2-thread pipeline run.
-    pretrain["train"].pop("num_threads")
-    bench_key = fingerprint("metarater-bench-v1", array_hash(bench.table.tokens), array_hash(bench.validation.stream),
-                            pretrain, array_hash(doc_rows))
-    return _Setup(cfg, raters, scaled, doc_rows, bench, directory, bench_key)
+def select_with_optimal_weights(metarater_weights_table, metarater_rater_scores, documents,
+                                metarater: dict[str, Any]):
+    return core.select_with_optimal_weights(metarater_weights_table, metarater_rater_scores, documents,
+                                            parse_metarater_config(metarater))
 
 
-class _ChildRuns:
-    """MLflow child runs of the pipeline's run (the Kedro hook's active run); a no-op without one."""
-
-    def __init__(self) -> None:
-        import mlflow
-
-        self.parent = mlflow.active_run()
-        self.client = mlflow.MlflowClient() if self.parent is not None else None
-
-    def log(self, name: str, kind: str, result: dict[str, Any], params: dict[str, Any],
-            metrics: dict[str, float]) -> None:
-        if self.parent is None:
-            return
-        from mlflow.entities import Metric, Param
-
-        run = self.client.create_run(self.parent.info.experiment_id, run_name=name,
-                                     tags={"mlflow.parentRunId": self.parent.info.run_id,
-                                           "curation.metarater.kind": kind,
-                                           "curation.metarater.reused": str(bool(result.get("reused")))})
-        now = int(time.time() * 1000)
-        values = {k: result[k] for k in ("val_loss", "train_loss", "seconds", "cpu_seconds", "tokens", "epochs",
-                                         "selection_tokens", "selection_docs") if result.get(k) is not None}
-        values.update(metrics)
-        series = [Metric("train_loss_curve", float(loss), now, int(step)) for step, loss in result.get("history", [])]
-        entries = [Metric(k, float(v), now, 0) for k, v in values.items() if np.isfinite(float(v))] + series
-        for start in range(0, len(entries), 1000):
-            self.client.log_batch(run.info.run_id, metrics=entries[start:start + 1000])
-        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
-        if result.get("error"):
-            self.client.set_tag(run.info.run_id, "curation.metarater.error", str(result["error"])[:5000])
-        self.client.set_terminated(run.info.run_id, status="FAILED" if result.get("status") == "failed" else "FINISHED")
+def compare_selections(documents, metarater_rater_scores, metarater_validation_ids, metarater_weights_table,
+                       metarater: dict[str, Any], metarater_work_dir: Path):
+    """Table 4: one proxy per (method, seed); every run, the per-method summary and the gaps as metrics."""
+    return core.compare_selections(documents, metarater_rater_scores, metarater_validation_ids,
+                                   metarater_weights_table, parse_metarater_config(metarater),
+                                   _folder(metarater, metarater_work_dir), ChildRuns())
 
 
-# --- Alg. 1 steps 2-5: the proxy sweep ---
+def evaluate_num_proxies(documents, metarater_proxy_results, metarater_rater_scores, metarater_validation_ids,
+                         metarater_weights_table, metarater: dict[str, Any], metarater_work_dir: Path):
+    """Fig. 2: validation loss of the w* selection regressed on the first N proxies."""
+    return core.evaluate_num_proxies(documents, metarater_proxy_results, metarater_rater_scores,
+                                     metarater_validation_ids, metarater_weights_table,
+                                     parse_metarater_config(metarater), _folder(metarater, metarater_work_dir),
+                                     ChildRuns())
 
 
-def _sweep(setup: _Setup, weights: np.ndarray, proxy_ids: Optional[list[int]], children: _ChildRuns):
-    """Run (or resume) the sweep over ``proxy_ids``; log every proxy as a child run."""
-    cfg, raters = setup.cfg, setup.raters
-    sweep = ProxySweep(setup.sweep_dir, weights)
-    ids = list(range(len(weights))) if proxy_ids is None else list(proxy_ids)
-    reused = set()
-    for i in ids:
-        done = sweep.load(i)
-        if done is None:
-            continue
-        if not np.allclose(done.weights, weights[i]):
-            raise ValueError(f"{sweep.path(i)} holds other weights than proxy {i}: "
-                             "remove it or change metarater.work_dir")
-        if done.status == "ok" or not cfg.retry_failed:
-            reused.add(i)
-
-    def train_one(i: int, w: np.ndarray) -> dict[str, Any]:
-        indices = select_top(aggregate(setup.scaled, w), cfg.keep_frac)
-        log.info("proxy %d/%d: %d documents", i + 1, len(weights), len(indices))
-        return setup.bench.evaluate(setup.rows(indices))
-
-    def progress(result) -> None:
-        payload = {**asdict(result), **result.extra, "reused": result.proxy_id in reused}
-        children.log(f"proxy {result.proxy_id:03d}", "proxy", payload, {"proxy_id": result.proxy_id},
-                     {f"w_{r}": v for r, v in zip(raters, result.weights)})
-        if result.status == "ok":
-            log.info("proxy %d: val_loss %.4f in %.0fs", result.proxy_id, result.val_loss, result.seconds)
-
-    for i in sorted(reused):  # already on disk: logged, not retrained
-        progress(sweep.load(i))
-    todo = [i for i in ids if i not in reused]
-    results = {r.proxy_id: r for r in sweep.run(train_one, todo, retry_failed=cfg.retry_failed, progress=progress)}
-    results.update({i: sweep.load(i) for i in reused})
-    return [results[i] for i in ids], reused
-
-
-def _results_table(results, reused: set[int], raters: list[str]) -> pd.DataFrame:
-    rows = []
-    for r in results:
-        extra = {k: v for k, v in r.extra.items() if k != "history"}
-        rows.append({"proxy_id": r.proxy_id, "status": r.status, "val_loss": r.val_loss, "seconds": r.seconds,
-                     "reused": r.proxy_id in reused, "error": r.error or "",
-                     **{k: extra.get(k) for k in ("train_loss", "cpu_seconds", "selection_docs", "selection_tokens",
-                                                  "epochs", "tokens")},
-                     **{f"w_{name}": w for name, w in zip(raters, r.weights)}})
-    return pd.DataFrame(rows)
-
-
-def train_proxies(documents: pd.DataFrame, metarater_rater_scores: pd.DataFrame,
-                  metarater_validation_ids: pd.DataFrame, metarater_weights: pd.DataFrame,
-                  metarater: dict[str, Any],
-                  run: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, float], pd.DataFrame]:
-    """Train (or reuse from disk) one proxy per weight vector; return one row per proxy (status,
-    val_loss, weights, timings), sweep counts, and the losses as a series over ``step`` = proxy id."""
-    started = time.perf_counter()
-    setup = _setup(documents, metarater_rater_scores, metarater_validation_ids, metarater, run)
-    weights = metarater_weights[[f"w_{r}" for r in setup.raters]].to_numpy(dtype="float64")
-    results, reused = _sweep(setup, weights, None, _ChildRuns())
-    table = _results_table(results, reused, setup.raters)
-    ok = table[table["status"] == "ok"]
-    failed = table[table["status"] != "ok"]
-    for _, row in failed.iterrows():
-        log.error("proxy %d failed: %s", row["proxy_id"], row["error"])
-    trained = table[~table["reused"]]
-    metrics = {
-        "proxies_ok": float(len(ok)), "proxies_failed": float(len(failed)), "proxies_reused": float(len(reused)),
-        "proxies_trained": float(len(trained)), "sweep_seconds": time.perf_counter() - started,
-        "validation_tokens": float(len(setup.bench.validation.stream)),
-        **{f"validation_tokens_{k}": float(v) for k, v in setup.bench.validation_groups.items()},
-    }
-    if len(ok):
-        metrics.update({"proxy_val_loss_min": float(ok["val_loss"].min()),
-                        "proxy_val_loss_max": float(ok["val_loss"].max()),
-                        "proxy_val_loss_mean": float(ok["val_loss"].mean()),
-                        "proxy_val_loss_std": float(ok["val_loss"].std(ddof=1)) if len(ok) > 1 else 0.0,
-                        "proxy_seconds_mean": float(ok["seconds"].mean()),
-                        "proxy_cpu_seconds_mean": float(ok["cpu_seconds"].astype(float).mean()),
-                        "proxy_epochs_mean": float(ok["epochs"].astype(float).mean())})
-    history = ok[["proxy_id", "val_loss"]].rename(columns={"proxy_id": "step", "val_loss": "proxy_val_loss"})
-    return table, metrics, history.reset_index(drop=True)
-
-
-# --- regression and search ---
-
-
-def _ok(results: pd.DataFrame, raters_from: list[str] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    ok = results[results["status"] == "ok"].sort_values("proxy_id")
-    raters = raters_from or [c[2:] for c in results.columns if c.startswith("w_")]
-    return ok[[f"w_{r}" for r in raters]].to_numpy(dtype="float64"), ok["val_loss"].to_numpy(dtype="float64"), raters
-
-
-def fit_loss_regressor(metarater_proxy_results: pd.DataFrame,
-                       metarater: dict[str, Any]) -> tuple[Any, dict[str, float]]:
-    """LightGBM f(w) -> loss on the ok proxies (train / early-stop / test splits); Spearman rho on the
-    test split (``regression_spearman_test``) and of 5-fold out-of-fold predictions (``regression_spearman_cv``)."""
-    cfg = parse_metarater_config(metarater)
-    weights, losses, _ = _ok(metarater_proxy_results)
-    model, metrics = fit_regressor(weights, losses, cfg.regression)
-    try:
-        rho_cv, _ = cross_validated_spearman(weights, losses, cfg.regression)
-    except ValueError as exc:  # a fold's training part is too small for three splits
-        log.warning("no cross-validated Spearman rho: %s", exc)
-        rho_cv = float("nan")
-    out = {f"regression_{k}": v for k, v in metrics.items()}
-    out["regression_spearman_cv"] = rho_cv
-    out["regression_proxies"] = float(len(losses))
-    log.info("regression on %d proxies: Spearman rho %.3f (test split, %d proxies), %.3f (5-fold CV)",
-             len(losses), metrics["spearman_test"], int(metrics["n_test"]), rho_cv)
-    return model, out
-
-
-def search_optimal_weights(metarater_regressor: Any, metarater_rater_scores: pd.DataFrame,
-                           metarater: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """w* = mean of the top_k of n_candidates Dirichlet vectors by predicted loss; the Table 10
-    analogue (``rank``, ``rater``, ``weight_pct``), the top candidates, and predicted losses."""
-    cfg = parse_metarater_config(metarater)
-    raters, _, _ = _split(metarater_rater_scores)
-    started = time.perf_counter()
-    w_star, top = search_weights(metarater_regressor, len(raters), n_candidates=cfg.search.n_candidates,
-                                 top_k=cfg.search.top_k, alpha=cfg.alpha, seed=cfg.search.seed, batch=cfg.search.batch)
-    top.columns = ["predicted_loss", *[f"w_{r}" for r in raters]]
-    table = pd.DataFrame({"rater": raters, "weight_pct": 100.0 * w_star})
-    table = table.sort_values("weight_pct", ascending=False, kind="stable").reset_index(drop=True)
-    table.insert(0, "rank", np.arange(1, len(table) + 1))
-    predicted = metarater_regressor.predict(np.vstack([w_star, uniform_weights(len(raters))]))
-    metrics = {"search_seconds": time.perf_counter() - started, "predicted_loss_w_star": float(predicted[0]),
-               "predicted_loss_uniform": float(predicted[1]),
-               "predicted_loss_top_k_mean": float(top["predicted_loss"].mean()),
-               **{f"w_star_{r}": float(w) for r, w in zip(raters, w_star)}}
-    return table, top, metrics
-
-
-def _w_star(weights_table: pd.DataFrame, raters: list[str]) -> np.ndarray:
-    by_rater = weights_table.set_index("rater")["weight_pct"]
-    missing = [r for r in raters if r not in by_rater]
-    if missing:
-        raise KeyError(f"the weights table has no rater {missing[0]!r}")
-    w = by_rater.loc[raters].to_numpy(dtype="float64")
-    return w / w.sum()
-
-
-def select_with_optimal_weights(metarater_weights_table: pd.DataFrame, metarater_rater_scores: pd.DataFrame,
-                                documents: pd.DataFrame,
-                                metarater: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, float]]:
-    """The final Meta-rater selection: top keep_frac of the candidates by w* . q (``id``, ``score``)
-    and its mix (documents per category, characters)."""
-    cfg = parse_metarater_config(metarater)
-    raters, scaled, doc_rows = _split(metarater_rater_scores)
-    q = aggregate(scaled, _w_star(metarater_weights_table, raters))
-    chosen = select_top(q, cfg.keep_frac)
-    selected = pd.DataFrame({"id": metarater_rater_scores["id"].to_numpy()[chosen], "score": q[chosen]})
-    picked = documents.iloc[doc_rows[chosen]]
-    metrics = {"selected_docs": float(len(chosen)), "selected_chars": float(picked["text"].str.len().sum()),
-               "selected_score_mean": float(q[chosen].mean())}
-    if "category" in picked:
-        for name, count in picked["category"].astype("string").fillna("unknown").value_counts().items():
-            metrics[f"selected_share_{name}"] = float(count / len(chosen))
-    return selected, metrics
-
-
-# --- comparisons (Table 4) and the N curve (Fig. 2) ---
-
-
-def _evaluate_all(setup: _Setup, selections: list[Selection], children: _ChildRuns, kind: str) -> list[dict]:
-    store = EvalStore(setup.work_dir / "evals", setup.bench_key)
-    rows = []
-    for n, sel in enumerate(selections, start=1):
-        log.info("%s %d/%d: %s, seed %d", kind, n, len(selections), sel.method, sel.seed)
-        result = store.evaluate(sel, lambda idx, seed: setup.bench.evaluate(setup.rows(idx), seed=seed))
-        children.log(f"{kind} {sel.method} seed {sel.seed}", kind, result, {"method": sel.method, "seed": sel.seed},
-                     {f"info_{k}": v for k, v in sel.info.items()})
-        rows.append({"method": sel.method, "seed": sel.seed, "val_loss": result["val_loss"],
-                     "train_loss": result["train_loss"], "selection_docs": result["selection_docs"],
-                     "selection_tokens": result["selection_tokens"], "epochs": result["epochs"],
-                     "seconds": result["seconds"], "cpu_seconds": result["cpu_seconds"], "reused": result["reused"],
-                     **{f"info_{k}": v for k, v in sel.info.items()}})
-    return rows
-
-
-def compare_selections(documents: pd.DataFrame, metarater_rater_scores: pd.DataFrame,
-                       metarater_validation_ids: pd.DataFrame, metarater_weights_table: pd.DataFrame,
-                       metarater: dict[str, Any],
-                       run: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """One proxy per (method, seed): w*, uniform mean, intersection, random, each rater alone.
-    Returns every run, the mean/std per method (best first) and ``val_loss_<method>_mean|std`` metrics
-    with the gaps of w* to uniform and random in units of their standard error."""
-    cfg = parse_metarater_config(metarater)
-    c = cfg.comparisons
-    if not c.enabled:
-        return pd.DataFrame(columns=["method", "seed", "val_loss"]), \
-            pd.DataFrame(columns=["method", "val_loss_mean", "val_loss_std", "seeds"]), {}
-    setup = _setup(documents, metarater_rater_scores, metarater_validation_ids, metarater, run)
-    selections = comparison_selections(setup.scaled, setup.raters, _w_star(metarater_weights_table, setup.raters),
-                                       cfg.keep_frac, methods=c.methods, seeds=c.seeds, single_raters=c.single_raters,
-                                       single_rater_seeds=c.single_rater_seeds,
-                                       intersection_raters=c.intersection_raters)
-    table = pd.DataFrame(_evaluate_all(setup, selections, _ChildRuns(), "comparison"))
-    summary = summarize(table)
-    metrics: dict[str, float] = {"comparison_runs_trained": float((~table["reused"]).sum())}
-    for _, row in summary.iterrows():
-        name = str(row["method"]).replace(":", "_")
-        metrics[f"val_loss_{name}_mean"] = float(row["val_loss_mean"])
-        metrics[f"val_loss_{name}_std"] = float(row["val_loss_std"])
-    means = summary.set_index("method")
-    if "metarater" in means.index:
-        best = summary["method"].iloc[0]
-        metrics["metarater_rank"] = float(summary.index[summary["method"] == "metarater"][0] + 1)
-        log.info("comparisons: best %s; metarater rank %d of %d", best, metrics["metarater_rank"], len(summary))
-        for other in ("uniform", "random", "intersection"):
-            if other in means.index:
-                gap = means.loc[other, "val_loss_mean"] - means.loc["metarater", "val_loss_mean"]
-                se = np.sqrt(means.loc[other, "val_loss_std"] ** 2 / means.loc[other, "seeds"]
-                             + means.loc["metarater", "val_loss_std"] ** 2 / means.loc["metarater", "seeds"])
-                metrics[f"gap_{other}_minus_metarater"] = float(gap)  # > 0: w* has the lower loss
-                if se > 0:
-                    metrics[f"gap_{other}_minus_metarater_in_se"] = float(gap / se)
-    if "info_per_rater_top_frac" in table:
-        values = table["info_per_rater_top_frac"].dropna()
-        if len(values):
-            metrics["intersection_per_rater_top_frac"] = float(values.iloc[0])
-    return table, summary, metrics
-
-
-def evaluate_num_proxies(documents: pd.DataFrame, metarater_proxy_results: pd.DataFrame,
-                         metarater_rater_scores: pd.DataFrame, metarater_validation_ids: pd.DataFrame,
-                         metarater_weights_table: pd.DataFrame, metarater: dict[str, Any],
-                         run: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Fig. 2 analogue: for each N in ``comparisons.num_proxies`` (at most the ok proxies), regress on the
-    first N proxies, search w*, select, and train a proxy per seed on that selection. At N = all ok
-    proxies that is the run's own w* (its comparison runs are reused, not retrained)."""
-    cfg = parse_metarater_config(metarater)
-    c = cfg.comparisons
-    weights, losses, raters = _ok(metarater_proxy_results)
-    ns = sorted({n for n in c.num_proxies if n <= len(losses)})
-    columns = ["num_proxies", "val_loss_mean", "val_loss_std", "seeds", "spearman_test"]
-    if not c.enabled or not ns:
-        return pd.DataFrame(columns=columns), {}
-    setup = _setup(documents, metarater_rater_scores, metarater_validation_ids, metarater, run)
-    rows, children = [], _ChildRuns()
-    for n in ns:
-        try:
-            w_star, reg = weights_for_n(weights, losses, n, cfg.regression, n_candidates=cfg.search.n_candidates,
-                                        top_k=cfg.search.top_k, alpha=cfg.alpha, seed=cfg.search.seed,
-                                        batch=cfg.search.batch)
-        except ValueError as exc:  # too few proxies for the three splits
-            log.warning("N=%d skipped: %s", n, exc)
-            continue
-        if n == len(losses):  # the same regression and search as the run's w*: use it exactly
-            w_star = _w_star(metarater_weights_table, setup.raters)
-        chosen = select_top(aggregate(setup.scaled, w_star), cfg.keep_frac)
-        sels = [Selection(f"metarater@N={n}", chosen, seed, {}) for seed in c.num_proxies_seeds]
-        runs = pd.DataFrame(_evaluate_all(setup, sels, children, "num_proxies"))
-        rows.append({"num_proxies": n, "val_loss_mean": float(runs["val_loss"].mean()),
-                     "val_loss_std": float(runs["val_loss"].std(ddof=1)) if len(runs) > 1 else 0.0,
-                     "seeds": float(len(runs)), "spearman_test": reg["spearman_test"]})
-    curve = pd.DataFrame(rows, columns=columns)
-    metrics = {f"num_proxies_{int(r.num_proxies)}_val_loss": float(r.val_loss_mean) for r in curve.itertuples()}
-    return curve, metrics
-
-
-def plot_metarater(metarater_proxy_results: pd.DataFrame, metarater_weights_table: pd.DataFrame,
-                   metarater_num_proxies_table: pd.DataFrame,
-                   metarater_comparison_summary_table: pd.DataFrame) -> tuple[Any, Any, Any, Any]:
-    """Loss landscape over the weight PCA with w* and uniform marked (Fig. 5), val loss vs N (Fig. 2),
-    the comparison bars (Table 4) and the weights (Table 10)."""
-    weights, losses, raters = _ok(metarater_proxy_results)
-    coords, components, mean, explained = weight_pca(weights)
-    w_star = _w_star(metarater_weights_table, raters)
-    marks = {name: (w - mean) @ components.T for name, w in (("w*", w_star), ("uniform", uniform_weights(len(raters))))}
-    summary = metarater_comparison_summary_table
-    references = summary[summary["method"].isin(["uniform", "random", "intersection"])] if len(summary) else None
-    return (plot_loss_landscape(coords, losses, explained, marks),
-            plot_num_proxies(metarater_num_proxies_table, references),
-            plot_comparisons(summary), plot_weights(metarater_weights_table))
-
-
-# --- experiment=metarater_proxy: one proxy per Hydra job ---
+def plot_metarater(metarater_proxy_results, metarater_weights_table, metarater_num_proxies_table,
+                   metarater_comparison_summary_table):
+    return core.plot_metarater(metarater_proxy_results, metarater_weights_table, metarater_num_proxies_table,
+                               metarater_comparison_summary_table)
 
 
 def train_one_proxy(documents: pd.DataFrame, scores: pd.DataFrame, metarater: dict[str, Any],
-                    run: dict[str, Any]) -> tuple[dict[str, float], pd.DataFrame]:
-    """Train proxy ``metarater.proxy_id`` only and store it where ``pipeline=metarater`` looks for it;
-    the job's own MLflow run (a child of the sweep's parent) gets its weights and losses."""
-    cfg = parse_metarater_config(metarater)
-    if cfg.proxy_id is None:
-        raise ValueError("metarater.proxy_id is not set: run `curate -m experiment=metarater_proxy "
-                         "metarater.proxy_id=range(0,32)`")
-    rater_scores, validation_ids, _ = prepare_metarater_data(documents, scores, metarater, run)
-    weights_table = draw_proxy_weights(rater_scores, metarater)
-    setup = _setup(documents, rater_scores, validation_ids, metarater, run)
-    weights = weights_table[[f"w_{r}" for r in setup.raters]].to_numpy(dtype="float64")
-
-    class _NoChildren(_ChildRuns):  # the job's run is the proxy's record
-        def __init__(self) -> None:
-            self.parent = None
-
-    [result], reused = _sweep(setup, weights, [cfg.proxy_id], _NoChildren())
-    if result.status != "ok":
-        raise RuntimeError(f"proxy {cfg.proxy_id} failed: {result.error}")
-    metrics = {"proxy_id": float(cfg.proxy_id), "val_loss": float(result.val_loss), "seconds": float(result.seconds),
-               "reused": float(cfg.proxy_id in reused),
-               **{k: float(v) for k, v in result.extra.items() if k != "history" and isinstance(v, (int, float))},
-               **{f"w_{r}": float(w) for r, w in zip(setup.raters, result.weights)}}
-    history = pd.DataFrame(result.extra.get("history", []), columns=["step", "train_loss_curve"])
-    log.info("proxy %d: val_loss %.4f (%s)", cfg.proxy_id, result.val_loss, setup.sweep_dir)
-    return metrics, history
+                    metarater_work_dir: Path) -> tuple[dict[str, float], pd.DataFrame]:
+    """experiment=metarater_proxy: proxy ``metarater.proxy_id`` only; the job's own run records it."""
+    return core.train_one_proxy(documents, scores, parse_metarater_config(metarater),
+                                _folder(metarater, metarater_work_dir))

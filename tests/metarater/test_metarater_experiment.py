@@ -1,20 +1,20 @@
-"""Meta-rater nodes without Kedro: rater columns, scaling, and a sweep where one proxy fails."""
+"""The Meta-rater experiment core without Kedro: rater columns, scaling, and a sweep where one proxy fails."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from curation.metarater.config import parse_metarater_config
+from curation.metarater.experiment import draw_proxy_weights, prepare_metarater_data, rater_columns, train_proxies
 from curation.metarater.proxy import ProxyBench
-from curation.nodes.metarater import draw_proxy_weights, prepare_metarater_data, rater_columns, train_proxies
-
-RUN = {"namespace": "default", "input_namespace": None}
 
 
-def _config(tmp_path, **overrides):
-    return {"num_proxies": 4, "keep_frac": 0.2, "work_dir": str(tmp_path), "validation": {"max_tokens": 3000},
-            "proxy": {"max_tokens": 1024, "batch_size": 4, "vocab_size": 512, "tokenizer_docs": 200,
-                      "num_threads": 1}, **overrides}
+def _config(**overrides):
+    return parse_metarater_config(
+        {"num_proxies": 4, "keep_frac": 0.2, "validation": {"max_tokens": 3000},
+         "proxy": {"max_tokens": 1024, "batch_size": 4, "vocab_size": 512, "tokenizer_docs": 200, "num_threads": 1},
+         **overrides})
 
 
 def test_raters_are_the_scores_without_merge_copies_scaled_to_0_5(documents, scores, tmp_path):
@@ -22,8 +22,8 @@ def test_raters_are_the_scores_without_merge_copies_scaled_to_0_5(documents, sco
     assert len(raters) == 11 and "quality" not in raters and "doc_word_count_0_5" not in raters
     with pytest.raises(KeyError, match="fasttext_dclm"):
         rater_columns(scores, ["fasttext_dclm"])
-    cfg = _config(tmp_path, invert=["doc_frac_no_alph_words"])
-    rater_scores, validation_ids, metrics = prepare_metarater_data(documents, scores, cfg, RUN)
+    cfg = _config(invert=["doc_frac_no_alph_words"])
+    rater_scores, validation_ids, metrics = prepare_metarater_data(documents, scores, cfg)
     values = rater_scores[raters].to_numpy()
     assert np.isclose(values.min(axis=0), 0).all() and np.isclose(values.max(axis=0), 5).all()
     assert metrics["candidates"] + metrics["validation_docs"] == len(documents) == len(rater_scores) + len(validation_ids)
@@ -33,12 +33,12 @@ def test_raters_are_the_scores_without_merge_copies_scaled_to_0_5(documents, sco
     raw = scores.set_index("id").loc[rater_scores["id"], "doc_frac_no_alph_words"].to_numpy()
     assert rater_scores["doc_frac_no_alph_words"].to_numpy()[np.nanargmax(raw)] == 0.0
     with pytest.raises(ValueError, match="not aligned"):
-        prepare_metarater_data(documents, scores.iloc[::-1], cfg, RUN)
+        prepare_metarater_data(documents, scores.iloc[::-1], cfg)
 
 
 def test_a_failing_proxy_is_reported_and_the_others_are_kept(documents, scores, tmp_path, monkeypatch):
-    cfg = _config(tmp_path)
-    rater_scores, validation_ids, _ = prepare_metarater_data(documents, scores, cfg, RUN)
+    cfg = _config()
+    rater_scores, validation_ids, _ = prepare_metarater_data(documents, scores, cfg)
     weights = draw_proxy_weights(rater_scores, cfg)
     original, calls = ProxyBench.evaluate, []
 
@@ -49,17 +49,24 @@ def test_a_failing_proxy_is_reported_and_the_others_are_kept(documents, scores, 
         return original(self, rows, seed, on_step)
 
     monkeypatch.setattr(ProxyBench, "evaluate", out_of_memory_on_second)
-    table, metrics, history = train_proxies(documents, rater_scores, validation_ids, weights, cfg, RUN)
+    logged = []
+    table, metrics, history = train_proxies(documents, rater_scores, validation_ids, weights, cfg, tmp_path,
+                                            on_result=lambda *call: logged.append(call))
     assert table["status"].tolist() == ["ok", "failed", "ok", "ok"]
     assert "out of memory" in table.loc[1, "error"] and np.isnan(table.loc[1, "val_loss"])
     assert (metrics["proxies_ok"], metrics["proxies_failed"]) == (3, 1)
     assert history["step"].tolist() == [0, 2, 3]  # the loss series skips the failed proxy
+    # The callback hears of every proxy, the failed one included (MLflow child runs log these).
+    assert [(name, kind, result["status"]) for name, kind, result, _, _ in logged] == [
+        ("proxy 000", "proxy", "ok"), ("proxy 001", "proxy", "failed"), ("proxy 002", "proxy", "ok"),
+        ("proxy 003", "proxy", "ok")]
+    assert logged[0][3] == {"proxy_id": 0} and set(logged[0][4]) == {f"w_{r}" for r in rater_columns(scores, None)}
 
     # A re-run keeps the failure by default; retry_failed trains only proxy 1 again.
     monkeypatch.setattr(ProxyBench, "evaluate", original)
-    again, metrics, _ = train_proxies(documents, rater_scores, validation_ids, weights, cfg, RUN)
+    again, metrics, _ = train_proxies(documents, rater_scores, validation_ids, weights, cfg, tmp_path)
     assert again["status"].tolist() == ["ok", "failed", "ok", "ok"] and metrics["proxies_trained"] == 0
     retried, metrics, _ = train_proxies(documents, rater_scores, validation_ids, weights,
-                                        {**cfg, "retry_failed": True}, RUN)
+                                        _config(retry_failed=True), tmp_path)
     assert retried["status"].tolist() == ["ok"] * 4 and metrics["proxies_trained"] == 1
     assert retried.loc[[0, 2, 3], "val_loss"].tolist() == table.loc[[0, 2, 3], "val_loss"].tolist()
