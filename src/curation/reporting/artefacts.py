@@ -419,28 +419,24 @@ ARTEFACTS: dict[str, Artefact] = {
 }
 
 
-# Modules that register their own artefacts on import (they depend on heavier packages).
-PLUGINS = ("curation.pretraining.table2", "curation.reporting.metarater_artefacts",
-           "curation.reporting.ufw_artefacts")
-
-
 def registry() -> dict[str, Artefact]:
-    """Every known artefact: the ones above plus those of :data:`PLUGINS`."""
-    import importlib
+    """Every known artefact, by name: each report module declares its builders in an ``ARTEFACTS`` dict
+    (DATAMASK and DiSF here; Meta-rater, Ultra-FineWeb Table 8 and DATAMASK Table 2 beside it)."""
+    from curation.reporting import metarater_artefacts, table2, ufw_artefacts
 
-    for module in PLUGINS:
-        importlib.import_module(module)
-    return ARTEFACTS
-
-
-def register(name: str, artefact: Artefact) -> None:
-    """Add a builder (other modules register their artefacts, e.g. Meta-rater or pre-training tables)."""
-    ARTEFACTS[name] = artefact
+    known = dict(ARTEFACTS)
+    for module in (table2, metarater_artefacts, ufw_artefacts):
+        clash = set(known) & set(module.ARTEFACTS)
+        if clash:
+            raise ValueError(f"{module.__name__} redefines the artefact(s) {sorted(clash)}")
+        known.update(module.ARTEFACTS)
+    return known
 
 
 def build_report(name: str, runs: pd.DataFrame, histories: Histories, tables: Tables) -> Report:
-    if name not in registry():
-        raise ValueError(f"report.experiment={name!r} has no report builder; known: {sorted(ARTEFACTS)}")
+    known = registry()
+    if name not in known:
+        raise ValueError(f"report.experiment={name!r} has no report builder; known: {sorted(known)}")
     if runs.empty:
         raise ValueError(f"no finished runs to report for {name!r}: run `curate -m experiment={name}` first")
-    return ARTEFACTS[name].build(runs.reset_index(drop=True), histories, tables)
+    return known[name].build(runs.reset_index(drop=True), histories, tables)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from curation.reporting.artefacts import Artefact, Histories, Report, Tables, register
+from curation.reporting.artefacts import Artefact, Histories, Report, Tables
 from curation.reporting.metarater_plots import plot_comparisons, plot_num_proxies, plot_weights
 
 # seeds/004 Table 4 (average accuracy over General Knowledge, Commonsense Reasoning, Reading
@@ -154,6 +154,8 @@ def fig2_num_proxies(runs: pd.DataFrame, histories: Histories, tables: Tables) -
     return Report("Meta-rater Fig. 2: validation loss vs number of proxy models", curve.round(4), figures, None, notes)
 
 
-register("metarater_table1", Artefact("Meta-rater Table 1", table1_comparisons, (), TABLE_ARTIFACTS))
-register("metarater_table10_weights", Artefact("Meta-rater Table 10", table10_weights, (), TABLE_ARTIFACTS))
-register("metarater_fig2_num_proxies", Artefact("Meta-rater Fig. 2", fig2_num_proxies, (), TABLE_ARTIFACTS))
+ARTEFACTS = {
+    "metarater_table1": Artefact("Meta-rater Table 1", table1_comparisons, (), TABLE_ARTIFACTS),
+    "metarater_table10_weights": Artefact("Meta-rater Table 10", table10_weights, (), TABLE_ARTIFACTS),
+    "metarater_fig2_num_proxies": Artefact("Meta-rater Fig. 2", fig2_num_proxies, (), TABLE_ARTIFACTS),
+}

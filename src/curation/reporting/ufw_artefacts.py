@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from curation.reporting.artefacts import Artefact, Histories, Report, Tables, register
+from curation.reporting.artefacts import Artefact, Histories, Report, Tables
 
 NAME = "ufw_table8_verification_ratio"
 
@@ -82,4 +82,4 @@ def build(runs: pd.DataFrame, histories: Histories, tables: Tables) -> Report:
                   {"verification_ratio": fig}, PAPER, notes)
 
 
-register(NAME, Artefact("Ultra-FineWeb Table 8", build, (), ("verification_table",)))
+ARTEFACTS = {NAME: Artefact("Ultra-FineWeb Table 8", build, (), ("verification_table",))}

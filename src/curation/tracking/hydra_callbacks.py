@@ -1,4 +1,4 @@
-"""Hydra callback: one MLflow parent run per multirun sweep.
+"""Hydra callbacks: one MLflow parent run per multirun sweep; the Table 2 report when its sweep ends.
 
 Each job's Kedro run becomes a child of it (``mlflow.parentRunId``), so the
 MLflow UI shows a sweep as one expandable row and its compare view lines the
@@ -77,3 +77,28 @@ class MlflowSweepCallback(Callback):
         client.set_terminated(self._run_id, status="FAILED" if failed else "FINISHED")
         os.environ.pop(PARENT_RUN_ENV, None)
         self._run_id = None
+
+
+class Table2ReportCallback(Callback):
+    """When the table2_tiny sweep ends, run the reports pipeline on its runs (a child of the sweep's run).
+
+    Registered in ``conf/experiment/table2_tiny.yaml``. A failing report is logged, not raised, so the
+    sweep's own MLflow run still closes.
+    """
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from curation.hydra_app import run_kedro
+        from curation.reporting.table2 import NAME
+
+        params: dict[str, Any] = OmegaConf.to_container(
+            OmegaConf.create({k: config[k] for k in config if k != "hydra"}), resolve=True)  # type: ignore[assignment]
+        params["pipeline"] = "reports"
+        params["report"] = {**params.get("report", {}), "experiment": NAME, "runs": "latest_sweep"}
+        params["tracking"] = {**params["tracking"], "parent_run_id": os.environ.get(PARENT_RUN_ENV),
+                              "run_name": f"{NAME} report"}
+        try:
+            run_kedro(params)
+            log.info("%s report written to data/08_reporting/%s/", NAME, NAME)
+        except Exception:  # noqa: BLE001 -- the sweep's results stay in MLflow; the report can be rebuilt
+            log.exception("%s report failed; rebuild it with `curate experiment=%s pipeline=reports "
+                          "hydra.mode=RUN`", NAME, NAME)

@@ -2,15 +2,16 @@
 
 The experiment is a Hydra sweep (one MLflow child run per cell) over the
 corpus (``table2.corpus``: raw / semdedup / edu / dclm / datamask, see
-:mod:`curation.pretraining.corpora`) x the training seed; each cell selects
+:mod:`curation.selection.corpus`) x the training seed; each cell selects
 its corpus, pre-trains the tiny model on the same token budget and evaluates
 it. :func:`build_table2` turns those runs into the paper's layout (seeds/000
 Table 2): the three ability averages, their mean and the win count, each as
 the mean over seeds with the seed standard deviation, plus the delta against
 the raw corpus. A chance row and notes say how much of it is noise.
 
-It is registered as the ``table2_tiny`` artefact of the reports pipeline
-(:mod:`curation.reporting.artefacts`); :class:`Table2ReportCallback` runs that
+It is the ``table2_tiny`` artefact of the reports pipeline
+(:func:`curation.reporting.artefacts.registry`);
+:class:`curation.tracking.hydra_callbacks.Table2ReportCallback` runs that
 pipeline when the sweep ends, so ``curate experiment=table2_tiny`` leaves the
 report in ``data/08_reporting/table2_tiny/``. Rebuild it from MLflow alone with
 ``curate experiment=table2_tiny pipeline=reports hydra.mode=RUN``.
@@ -19,16 +20,13 @@ report in ``data/08_reporting/table2_tiny/``. Rebuild it from MLflow alone with
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
 
 from curation.evaluation.tasks import ABILITIES, TASKS
-from curation.reporting.artefacts import Artefact, Histories, Report, Tables, register
+from curation.reporting.artefacts import Artefact, Histories, Report, Tables
 
 log = logging.getLogger(__name__)
 
@@ -207,30 +205,4 @@ def build_table2(runs: pd.DataFrame, histories: Histories, tables: Tables) -> Re
                   _figures(table, histories, runs), PAPER, notes + task_lines)
 
 
-register(NAME, Artefact("DATAMASK Table 2 (tiny)", build_table2, ("loss",)))
-
-
-class Table2ReportCallback(Callback):
-    """When the table2_tiny sweep ends, run the reports pipeline on its runs (a child of the sweep's run).
-
-    Registered in ``conf/experiment/table2_tiny.yaml``; instantiating it (any ``curate`` call with that
-    experiment) also registers the ``table2_tiny`` report builder. A failing report is logged, not
-    raised, so the sweep's own MLflow run still closes.
-    """
-
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from curation.hydra_app import run_kedro
-        from curation.tracking.store import PARENT_RUN_ENV
-
-        params: dict[str, Any] = OmegaConf.to_container(
-            OmegaConf.create({k: config[k] for k in config if k != "hydra"}), resolve=True)  # type: ignore[assignment]
-        params["pipeline"] = "reports"
-        params["report"] = {**params.get("report", {}), "experiment": NAME, "runs": "latest_sweep"}
-        params["tracking"] = {**params["tracking"], "parent_run_id": os.environ.get(PARENT_RUN_ENV),
-                              "run_name": f"{NAME} report"}
-        try:
-            run_kedro(params)
-            log.info("%s report written to data/08_reporting/%s/", NAME, NAME)
-        except Exception:  # noqa: BLE001 -- the sweep's results stay in MLflow; the report can be rebuilt
-            log.exception("%s report failed; rebuild it with `curate experiment=%s pipeline=reports "
-                          "hydra.mode=RUN`", NAME, NAME)
+ARTEFACTS = {NAME: Artefact("DATAMASK Table 2 (tiny)", build_table2, ("loss",))}

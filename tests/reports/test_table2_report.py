@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from curation.pretraining.table2 import PAPER, build_table2, table2, wins
+from curation.reporting.table2 import PAPER, build_table2, table2, wins
 
 REPO = Path(__file__).resolve().parents[2]
 
