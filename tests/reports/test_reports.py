@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
-from curation.nodes.reports import choose_runs
+from curation.reporting.runs import choose_runs
 from curation.selection.corpus import candidate_pool, resolve_budget
 from curation.reporting.artefacts import build_report, converged_time, registry
 from tests.conftest import CORPUS_DIR, REPO

@@ -90,7 +90,7 @@ def test_dataset_replaces_the_folder_and_logs_it_to_mlflow(fitted, saved, tmp_pa
 
 
 def test_node_hands_on_the_raters_on_a_cache_hit_too(embed_subset, tmp_path):
-    from curation.nodes.scoring import score_documents
+    from curation.scoring.cached import score_cached as score_documents
 
     cache = {"dir": str(tmp_path / "cache"), "enabled": True}
     scoring = {"raters": ["dsir", "redpajama"], "dsir": {"targets": {"wikipedia": ["encyclopedic"]}}}

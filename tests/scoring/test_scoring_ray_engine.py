@@ -42,7 +42,7 @@ def documents(corpus_sample) -> pd.DataFrame:
 
 
 def test_node_with_ray_engine_equals_inprocess_scores(local_ray, documents, tmp_path_factory):
-    from curation.nodes.scoring import score_documents
+    from curation.scoring.cached import score_cached as score_documents
 
     cache = {"dir": str(tmp_path_factory.mktemp("cache")), "enabled": True}
     scores, metrics, _, models = score_documents(documents, np.zeros((len(documents), 0), np.float32),

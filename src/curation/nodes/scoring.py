@@ -6,27 +6,17 @@ config loads the previous result instead of recomputing it.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from curation.cache import ResultCache, array_digest, config_key, frame_fingerprint
-from curation.paths import project_root
+from curation.cache import config_key, frame_fingerprint, result_cache
 from curation.reporting.plots import plot_length_distribution, plot_quality_histogram, plot_spearman_heatmap
 
 log = logging.getLogger(__name__)
-
-
-def _cache(cache: dict[str, Any]) -> ResultCache:
-    directory = Path(cache["dir"])
-    if not directory.is_absolute():
-        directory = project_root() / directory
-    return ResultCache(directory, enabled=bool(cache["enabled"]))
 
 
 def embed_documents(documents: pd.DataFrame, embedding: dict[str, Any],
@@ -35,7 +25,7 @@ def embed_documents(documents: pd.DataFrame, embedding: dict[str, Any],
     from curation.embedding import EmbedderConfig, SentenceEmbedder
 
     config = EmbedderConfig(**embedding)
-    store = _cache(cache)
+    store = result_cache(cache)
     # The progress bar is the one knob that does not change the vectors.
     key = config_key("embeddings-v1", {k: v for k, v in embedding.items() if k != "show_progress"},
                      frame_fingerprint(documents, ["id", "text"]))
@@ -58,56 +48,12 @@ def embed_documents(documents: pd.DataFrame, embedding: dict[str, Any],
 def score_documents(
     documents: pd.DataFrame, embeddings: np.ndarray, scoring: dict[str, Any], cache: dict[str, Any]
 ) -> tuple[pd.DataFrame, dict[str, float], pd.DataFrame, Any]:
-    """Train and apply the configured raters; return ``scores`` (``id`` + one column per
-    score + ``quality`` in [0, 15]), ``scoring_metrics`` (ROC-AUC per rater on the held-out
-    human labels, counts of empty texts and NaN scores, timings), the share per integer
-    quality score (DATAMASK Table 6 analogue) and ``rater_models``, the fitted raters
-    (a ``RaterFolder``; the catalog saves it to ``data/06_models`` and MLflow).
+    """Train and apply the configured raters (:func:`curation.scoring.cached.score_cached`): ``scores``,
+    ``scoring_metrics``, the quality share table and ``rater_models``, the fitted raters (a
+    ``RaterFolder``; the catalog saves it to ``data/06_models`` and MLflow)."""
+    from curation.scoring.cached import score_cached
 
-    The raters are cached with the scores (``raters-<key>/`` beside ``scores-<key>.parquet``),
-    so a cache hit still hands the models on."""
-    from curation.scoring import merge
-    from curation.scoring.config import scoring_config_from_dict
-    from curation.scoring.persistence import MANIFEST, RaterFolder, write_raters_atomically
-    from curation.scoring.run import score_corpus
-
-    config = scoring_config_from_dict(scoring)
-    store = _cache(cache)
-    embeddings = np.asarray(embeddings, dtype=np.float32)
-    # v2: the fitted raters are cached too (v1 entries have none)
-    key = config_key("scores-v2", scoring, frame_fingerprint(documents, ["id", "text"]),
-                     array_digest(embeddings))
-    metrics_path = store.directory / f"scores-{key}.metrics.json"
-    raters_dir = store.directory / f"raters-{key}"
-    scores_path = store.directory / f"scores-{key}.parquet"  # ResultCache's <name>-<key>.<ext>
-    if store.enabled and scores_path.exists() and not (raters_dir / MANIFEST).exists():
-        log.warning("cached scores %s have no raters folder: recomputing both", scores_path.name)
-        scores_path.unlink()
-    computed: dict[str, float] = {}
-    fitted: dict[str, Any] = {}
-    meta = {"scores_key": key, "documents": len(documents), "scoring": scoring}
-
-    def compute() -> pd.DataFrame:
-        result = score_corpus(documents, config, embeddings=embeddings)
-        computed.update(result.metrics)
-        fitted.update(result.raters)
-        if store.enabled:  # before the scores file, so a cached score always has its raters
-            write_raters_atomically(result.raters, raters_dir, meta)
-        return result.scores
-
-    scores = store.frame("scores", key, compute)
-    if computed and store.enabled:
-        metrics_path.write_text(json.dumps(computed))
-    metrics = computed or (json.loads(metrics_path.read_text()) if metrics_path.exists() else {})
-    metrics = {k.replace("/", "_"): float(v) for k, v in metrics.items()}
-    metrics["scoring_cache_hit"] = float(store.hits)
-    share = merge.quality_share(scores["quality"]) if "quality" in scores else pd.DataFrame()
-    if "quality" in scores:
-        metrics["quality_mean"] = float(np.nanmean(scores["quality"]))
-        metrics["quality_nan"] = float(scores["quality"].isna().sum())
-    fresh = bool(computed)
-    models = RaterFolder(directory=raters_dir, fresh=fresh) if store.enabled else RaterFolder(raters=fitted, meta=meta)
-    return scores, metrics, share, models
+    return score_cached(documents, embeddings, scoring, cache)
 
 
 def plot_scores(scores: pd.DataFrame, documents: pd.DataFrame, quality_share_table: pd.DataFrame,
