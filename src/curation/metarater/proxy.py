@@ -18,7 +18,6 @@ No Kedro, MLflow or Hydra imports.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import resource
 import shutil
@@ -33,7 +32,7 @@ import pandas as pd
 import torch
 from tokenizers import Tokenizer
 
-from curation.cache import array_digest, atomic_write, atomic_write_text, config_key, save_npy
+from curation.cache import array_digest, atomic_write, atomic_write_text, config_key, save_npy, texts_digest
 from curation.lm import evaluate_loss, load_tokenizer, save_tokenizer, train, train_tokenizer
 from curation.lm.config import PretrainConfig
 from curation.lm.packing import token_dtype
@@ -248,7 +247,8 @@ def build_bench(texts: Sequence[str], groups: pd.Series, proxy: ProxyConfig, val
     the same ids. ``external_validation`` (texts) replaces the held-out rows as D_v.
     """
     cfg = proxy.pretrain_config()
-    key = fingerprint("metarater-tokens-v1", dataclasses.asdict(cfg.tokenizer), proxy.tokenizer_docs, _texts_hash(texts))
+    key = fingerprint("metarater-tokens-v1", dataclasses.asdict(cfg.tokenizer), proxy.tokenizer_docs,
+                      texts_digest(texts))
     directory = Path(cache_dir) / f"tokens-{key}"
     tokenizer_path = directory / "tokenizer.json"
     if (directory / "offsets.npy").exists() and tokenizer_path.exists():
@@ -275,13 +275,6 @@ def build_bench(texts: Sequence[str], groups: pd.Series, proxy: ProxyConfig, val
 
 
 # --- small helpers: hashing, atomic files, CPU time ---
-
-
-def _texts_hash(texts: Sequence[str]) -> str:
-    digest = hashlib.sha256()
-    for text in texts:
-        digest.update(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
-    return digest.hexdigest()
 
 
 def fingerprint(*parts: Any) -> str:

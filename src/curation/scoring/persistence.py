@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from curation.cache import atomic_folder, replace_directory  # noqa: F401 -- replace_directory: re-exported
+from curation.cache import atomic_folder
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
