@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import mlflow
-import numpy as np
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
@@ -16,7 +15,6 @@ from omegaconf import OmegaConf
 from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
 from curation.reporting.runs import choose_runs
-from curation.selection.corpus import candidate_pool, resolve_budget
 from curation.reporting.artefacts import build_report, converged_time, registry
 from tests.conftest import CORPUS_DIR, REPO
 
@@ -35,21 +33,6 @@ def test_every_experiment_config_composes(name):
 def test_reported_experiments_name_their_builder(name):
     cfg = compose_config(REPO / "conf", [f"experiment={name}"])
     assert cfg["report"]["experiment"] == name and name in registry()
-
-
-def test_budget_against_the_corpus_or_the_candidate_subsample():
-    assert resolve_budget({"keep_ratio": 0.1, "docs": None}, 1000, 600) == 100
-    # a 300-item subsample of 600 pruned candidates keeps the corpus keep ratio: 0.1 * 1000 * 300/600
-    assert resolve_budget({"keep_ratio": 0.1, "docs": None}, 1000, 600, 300) == 50
-    assert resolve_budget({"keep_ratio": 0.1, "docs": None, "ratio_of": "candidates"}, 1000, 600, 300) == 30
-    with pytest.raises(ValueError, match="ratio_of"):
-        resolve_budget({"keep_ratio": 0.1, "ratio_of": "tokens"}, 1000, 600)
-    with pytest.raises(ValueError, match="budget of 400"):
-        resolve_budget({"keep_ratio": 0.1, "docs": 400}, 1000, 600, 300)
-    pool = candidate_pool(600, {"candidates": 300}, seed=3)
-    assert len(pool) == 300 and len(np.unique(pool)) == 300 and (np.diff(pool) > 0).all()
-    assert np.array_equal(pool, candidate_pool(600, {"candidates": 300}, seed=3))
-    assert np.array_equal(candidate_pool(600, {"candidates": None}, seed=3), np.arange(600))
 
 
 def test_converged_time_is_the_first_point_at_98_percent_of_the_gain():
