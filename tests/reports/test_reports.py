@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 
 from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
-from curation.reporting.runs import choose_runs
 from curation.reporting.artefacts import build_report, converged_time, registry
+from curation.reporting.runs import choose_runs
 from tests.conftest import CORPUS_DIR, REPO
 
 EXPERIMENTS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml") if not p.stem.startswith("_"))
