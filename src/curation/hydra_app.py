@@ -56,11 +56,20 @@ def run_kedro(params: dict[str, Any], *, project_path: Path | None = None, env: 
 
 
 def job_params(cfg: DictConfig) -> dict[str, Any]:
-    """The composed config as plain data, with multirun job settings filled in."""
+    """The composed config as plain data, range-checked, with multirun job settings filled in.
+
+    Composition already refused unknown keys and wrong types (every group has a
+    schema); :func:`~curation.config_schema.validate_config` builds each group's
+    dataclass, so an out-of-range knob fails here, before Kedro starts, naming
+    the key, the value and the allowed range.
+    """
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from curation.config_schema import validate_config
+
     params: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    validate_config(params)
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
         sweep_dir = Path(hydra_cfg.sweep.dir)
