@@ -89,7 +89,14 @@ def job_params(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _task(cfg: DictConfig) -> None:
-    run_kedro(job_params(cfg))
+    from curation.configuration import ConfigError
+
+    try:
+        params = job_params(cfg)
+    except ConfigError as err:
+        # The message names key, value and range; the parser's frames would only hide it.
+        raise err.with_traceback(None) from None
+    run_kedro(params)
 
 
 def main() -> None:
