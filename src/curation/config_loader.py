@@ -50,7 +50,8 @@ def overrides_from_params(params: dict[str, Any], prefix: str = "") -> list[str]
     return out
 
 
-def compose_config(conf_dir: Path | str, overrides: list[str] | None = None, *, validate: bool = True) -> dict[str, Any]:
+def compose_config(conf_dir: Path | str, overrides: list[str] | None = None, *,
+                   validate: bool = True) -> dict[str, Any]:
     """Compose ``conf/config.yaml`` with Hydra overrides and return a plain, resolved dict.
 
     Unknown keys and wrong types fail in composition (each group's schema); with

@@ -98,7 +98,8 @@ def in_range(key: str, value: Any, low: float, high: float, *, low_open: bool = 
     """``value`` in the interval ``[low, high]`` (``(``/``)`` with the open flags); ``None`` with ``optional``."""
     if optional and value is None:
         return
-    ok = _number(value) and (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    ok = _number(value) and (value > low if low_open else value >= low)
+    ok = ok and (value < high if high_open else value <= high)
     interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
     check(ok, key, value, f"in {interval}" + (" or null" if optional else ""))
 

@@ -65,7 +65,8 @@ def test_eval_store_trains_each_selection_and_seed_once(tmp_path):
 
     store = EvalStore(tmp_path, bench_key="bench-1")
     first = store.evaluate(ComparisonSelection("uniform", np.array([1, 2, 3]), 0, {}), run)
-    again = store.evaluate(ComparisonSelection("metarater@N=8", np.array([1, 2, 3]), 0, {}), run)  # same data, same seed
+    # same data, same seed
+    again = store.evaluate(ComparisonSelection("metarater@N=8", np.array([1, 2, 3]), 0, {}), run)
     other = store.evaluate(ComparisonSelection("uniform", np.array([1, 2, 3]), 1, {}), run)
     assert (first["reused"], again["reused"], other["reused"]) == (False, True, False)
     assert again["val_loss"] == first["val_loss"] == 3.0 and len(calls) == 2
