@@ -50,20 +50,29 @@ def overrides_from_params(params: dict[str, Any], prefix: str = "") -> list[str]
     return out
 
 
-def compose_config(conf_dir: Path | str, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Compose ``conf/config.yaml`` with Hydra overrides and return a plain, resolved dict."""
+def compose_config(conf_dir: Path | str, overrides: list[str] | None = None, *,
+                   validate: bool = True) -> dict[str, Any]:
+    """Compose ``conf/config.yaml`` with Hydra overrides and return a plain, resolved dict.
+
+    Unknown keys and wrong types fail in composition (each group's schema); with
+    ``validate`` every group's dataclass is then built, so an out-of-range value
+    raises :class:`~curation.configuration.ConfigError` naming key, value and range.
+    """
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from curation.config_schema import register_configs
+    from curation.config_schema import register_configs, validate_config
 
     register_configs()
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(overrides or []))
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    composed: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    if validate:
+        validate_config(composed)
+    return composed
 
 
 class HydraConfigLoader(OmegaConfigLoader):

@@ -1,26 +1,48 @@
-"""Typed schemas of the Hydra config groups (Hydra structured configs).
+"""Every config group's schema, registered with Hydra, and the check run right after composition.
 
-Plain dataclasses, registered in Hydra's ``ConfigStore`` by
-:func:`register_configs`; each YAML option lists its schema first in
-``defaults:`` so a misspelt key or a wrong-typed override fails at compose
-time (``data.max_docs=lots`` is refused).
+The schemas are the core's plain dataclasses (no Hydra import there):
+
+=============  ==========================================================
+group          schema
+=============  ==========================================================
+data           curation.data.config.DataConfig
+tracking       TrackingConfig (below)
+run            RunConfig (below)
+report         ReportConfig (below)
+embedding      curation.embedding.EmbedderConfig
+scoring        curation.scoring.config.ScoringConfig
+pruning        curation.pruning.PruningConfig
+budget         curation.selection.config.BudgetConfig
+selection      curation.selection.config.CONFIG_CLASSES[<method>], one per method
+pretrain       curation.lm.config.PretrainConfig
+eval           curation.evaluation.config.EvalConfig
+verification   curation.pretraining.verification.VerificationConfig
+metarater      curation.metarater.config.MetaraterConfig
+=============  ==========================================================
+
+:func:`register_configs` stores each as ``<group>/_schema`` (selection:
+``selection/_schema_<method>``) in Hydra's ``ConfigStore``; every YAML option
+lists its schema first in ``defaults:``, so composition itself refuses a
+misspelt key (``Key 'lamda' not in 'DataMaskConfig'``) or a wrong-typed value
+(``data.max_docs=lots``, ``selection.steps=2.5``) and names it.
+
+Ranges are the dataclasses' own checks (``__post_init__``). Plain composition
+does not build the dataclasses, so :func:`validate_config` does, with the one
+parser (:func:`curation.configuration.parse_dataclass`): ``curate`` and the
+Kedro config loader call it right after composing, and an out-of-range knob
+fails before any pipeline runs, naming the full key, the value and the allowed
+range (``data.max_docs=-3: must be >= 1 or null``).
+
+This module imports Hydra only inside :func:`register_configs`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Mapping, Optional
 
-
-@dataclass
-class DataConfig:
-    path: str = "data/01_raw/corpus"  # file, folder or glob; relative to the project root, or any fsspec URL
-    format: str = "auto"  # auto | parquet | jsonl (jsonl, jsonl.gz, jsonl.zst)
-    id_column: str = "id"  # unique document id column
-    text_column: str = "text"  # text column (FineWeb/DCLM convention: "text")
-    max_docs: Optional[int] = None  # keep at most this many valid documents (None = all)
-    max_chars: Optional[int] = 1_000_000  # longer documents are dropped and counted (None = no limit)
-    keep_columns: list[str] = field(default_factory=lambda: ["source", "url", "quality_label", "extra"])
+from curation.configuration import ConfigError, at_least, check, one_of, parse_dataclass
+from curation.data.config import DataConfig
 
 
 @dataclass
@@ -33,6 +55,9 @@ class TrackingConfig:
     parent_run_id: Optional[str] = None  # set by the sweep callback for multirun jobs
     tags: dict[str, Any] = field(default_factory=dict)  # extra tags on every run
 
+    def __post_init__(self) -> None:
+        check(bool(self.experiment_name), "experiment_name", self.experiment_name, "a non-empty name")
+
 
 @dataclass
 class RunConfig:
@@ -41,12 +66,186 @@ class RunConfig:
     seed: int = 0  # global seed for every random choice of a run
     torch_threads: Optional[int] = None  # torch intra-op threads for the run (None = torch's default, one per core)
 
+    def __post_init__(self) -> None:
+        check(bool(self.namespace), "namespace", self.namespace, "a non-empty folder name")
+        at_least("seed", self.seed, 0)  # numpy refuses negative seeds
+        at_least("torch_threads", self.torch_threads, 1, optional=True)
+
+
+REPORT_RUNS = ("latest_sweep", "all")
+
+
+@dataclass
+class ReportConfig:
+    experiment: Optional[str] = None  # artefact name = a key of curation.reporting.artefacts.ARTEFACTS
+    mlflow_experiment: Optional[str] = None  # MLflow experiment to read (None = the artefact name)
+    runs: str = "latest_sweep"  # latest_sweep: the children of the newest sweep (or the newest run) | all
+    scale_note: str = "reduced scale, bundled corpus, 2 CPU cores"  # label of "this run" in the Markdown
+
+    def __post_init__(self) -> None:
+        one_of("runs", self.runs, REPORT_RUNS)
+
+
+@dataclass
+class CacheConfig:
+    """The top-level ``cache`` block of conf/config.yaml (content-addressed result cache)."""
+
+    enabled: bool = True
+    dir: str = "data/04_feature/cache"  # relative to the project root
+
+
+def _check_embedding(cfg: Any) -> None:
+    # EmbedderConfig lives with the embedder (curation.embedding.embedder); its ranges are checked here
+    # until they move into its __post_init__.
+    at_least("dim", cfg.dim, 1)
+    at_least("max_seq_length", cfg.max_seq_length, 1, optional=True)
+    at_least("max_chars", cfg.max_chars, 0)  # 0 = keep every character
+    at_least("batch_size", cfg.batch_size, 1)
+    at_least("num_threads", cfg.num_threads, 0)  # 0 = torch's default
+    one_of("dtype", cfg.dtype, ("float32", "float16"))
+    one_of("quantize", cfg.quantize, ("none", "int8"))
+
+
+def _schemas() -> dict[str, Any]:
+    """group -> schema class (selection: method -> class). Imported lazily: some pull in torch."""
+    from curation.embedding import EmbedderConfig
+    from curation.evaluation.config import EvalConfig
+    from curation.lm.config import PretrainConfig
+    from curation.metarater.config import MetaraterConfig
+    from curation.pretraining.verification import VerificationConfig
+    from curation.pruning import PruningConfig
+    from curation.scoring.config import ScoringConfig
+    from curation.selection.config import CONFIG_CLASSES, BudgetConfig
+
+    return {
+        "data": DataConfig, "tracking": TrackingConfig, "run": RunConfig, "report": ReportConfig,
+        "embedding": EmbedderConfig, "scoring": ScoringConfig, "pruning": PruningConfig, "budget": BudgetConfig,
+        "selection": dict(CONFIG_CLASSES), "pretrain": PretrainConfig, "eval": EvalConfig,
+        "verification": VerificationConfig, "metarater": MetaraterConfig,
+    }
+
+
+def _parse_group(group: str, node: Any) -> Any:
+    """The typed, range-checked config of one group (errors name ``<group>.<key>``)."""
+    if group == "selection":
+        from curation.selection.config import parse_selection_config
+
+        method = node.get("method") if isinstance(node, Mapping) else None
+        return parse_selection_config(str(method), node, path="selection")
+    if group == "scoring":
+        from curation.scoring.config import scoring_config_from_dict
+
+        return scoring_config_from_dict(node, path="scoring")
+    if group == "pretrain":
+        from curation.lm.config import parse_config
+
+        return parse_config(node, path="pretrain")
+    if group == "eval":
+        from curation.evaluation.config import parse_eval_config
+
+        return parse_eval_config(node, path="eval")
+    if group == "metarater":
+        from curation.metarater.config import parse_metarater_config
+
+        return parse_metarater_config(node, path="metarater")
+    if group == "verification":
+        from curation.pretraining.verification import parse_verification_config
+
+        return parse_verification_config(node)  # names its keys verification.<key>
+    cfg = parse_dataclass(_schemas()[group], node, path=group)
+    if group == "embedding":
+        try:
+            _check_embedding(cfg)
+        except ConfigError as err:
+            raise err.under("embedding") from None
+    return cfg
+
+
+def _parse_table2(node: Mapping[str, Any]) -> dict[str, Any]:
+    from curation.pretraining.corpora import CorpusSpec
+
+    corpora = {name: parse_dataclass(CorpusSpec, spec, path=f"table2.corpora.{name}").validate(
+        f"table2.corpora.{name}") for name, spec in (node.get("corpora") or {}).items()}
+    if "corpus" in node:
+        one_of("table2.corpus", node["corpus"], list(corpora))
+    return corpora
+
+
+GROUPS = ("data", "tracking", "run", "report", "embedding", "scoring", "pruning", "budget", "selection",
+          "pretrain", "eval", "verification", "metarater")
+EXTRA_BLOCKS: dict[str, Callable[[Any], Any]] = {
+    "cache": lambda node: parse_dataclass(CacheConfig, node, path="cache"),
+    "table2": _parse_table2,
+}
+
+
+def validate_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Build every group's dataclass from a composed config (plain dict or ``DictConfig``).
+
+    Returns ``{group: typed config}`` for the groups present; raises
+    :class:`~curation.configuration.ConfigError` (a ``ValueError``) naming the
+    first bad key with its full path, its value and the allowed range.
+    """
+    if type(cfg).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    typed: dict[str, Any] = {}
+    for group in GROUPS:
+        if isinstance(cfg.get(group), Mapping):
+            typed[group] = _parse_group(group, cfg[group])
+    for key, parse in EXTRA_BLOCKS.items():
+        if isinstance(cfg.get(key), Mapping):
+            typed[key] = parse(cfg[key])
+    return typed
+
+
+def hydra_node(cls: type) -> type:
+    """``cls`` as Hydra can store it: ``dict[str, <dataclass>]`` fields loosened to ``dict[str, Any]``.
+
+    OmegaConf 2.3 refuses to add an entry to a dict of structured configs from
+    an override (``+verification.candidates.edu={method: topk_quality}``:
+    "dict is not a subclass of CorpusSpec"). Such fields are kept as plain
+    mappings in the stored schema (their defaults as dicts), and
+    :func:`validate_config` parses their entries right after composition. Every
+    other field is the class's own, so fields added to ``cls`` later are
+    registered with it.
+    """
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    changed = False
+    specs = []
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        args = typing.get_args(tp)
+        default: Any = f.default
+        factory: Any = f.default_factory
+        if typing.get_origin(tp) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+            tp, changed = dict[str, Any], True
+            if factory is not dataclasses.MISSING:
+                made = factory()
+                factory = lambda made=made: {k: dataclasses.asdict(v) for k, v in made.items()}  # noqa: E731
+        elif isinstance(tp, type) and dataclasses.is_dataclass(tp) and hydra_node(tp) is not tp:
+            tp, changed = hydra_node(tp), True
+            if factory is not dataclasses.MISSING:
+                made = factory()
+                factory = lambda tp=tp, made=made: tp(**dataclasses.asdict(made))  # noqa: E731
+        kw = {"default": default} if default is not dataclasses.MISSING else {}
+        if factory is not dataclasses.MISSING:
+            kw = {"default_factory": factory}
+        specs.append((f.name, tp, dataclasses.field(**kw)))
+    if not changed:
+        return cls
+    return dataclasses.make_dataclass(cls.__name__, specs)
+
 
 _REGISTERED = False
 
 
 def register_configs() -> None:
-    """Register schemas and the ``${project_root:}`` resolver once per process."""
+    """Register every group's schema and the ``${project_root:}`` resolver once per process."""
     global _REGISTERED
     if _REGISTERED:
         return
@@ -57,7 +256,14 @@ def register_configs() -> None:
 
     OmegaConf.register_new_resolver("project_root", lambda: str(project_root()), replace=True)
     cs = ConfigStore.instance()
-    cs.store(group="data", name="_schema", node=DataConfig)
-    cs.store(group="tracking", name="_schema", node=TrackingConfig)
-    cs.store(group="run", name="_schema", node=RunConfig)
+    for group, schema in _schemas().items():
+        if isinstance(schema, dict):  # selection: one schema per method
+            for method, cls in schema.items():
+                cs.store(group=group, name=f"_schema_{method}", node=hydra_node(cls))
+        else:
+            cs.store(group=group, name="_schema", node=hydra_node(schema))
     _REGISTERED = True
+
+
+__all__ = ["CacheConfig", "DataConfig", "GROUPS", "ReportConfig", "RunConfig", "TrackingConfig",
+           "register_configs", "validate_config"]

@@ -56,11 +56,20 @@ def run_kedro(params: dict[str, Any], *, project_path: Path | None = None, env: 
 
 
 def job_params(cfg: DictConfig) -> dict[str, Any]:
-    """The composed config as plain data, with multirun job settings filled in."""
+    """The composed config as plain data, range-checked, with multirun job settings filled in.
+
+    Composition already refused unknown keys and wrong types (every group has a
+    schema); :func:`~curation.config_schema.validate_config` builds each group's
+    dataclass, so an out-of-range knob fails here, before Kedro starts, naming
+    the key, the value and the allowed range.
+    """
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from curation.config_schema import validate_config
+
     params: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    validate_config(params)
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
         sweep_dir = Path(hydra_cfg.sweep.dir)
@@ -80,7 +89,14 @@ def job_params(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _task(cfg: DictConfig) -> None:
-    run_kedro(job_params(cfg))
+    from curation.configuration import ConfigError
+
+    try:
+        params = job_params(cfg)
+    except ConfigError as err:
+        # The message names key, value and range; the parser's frames would only hide it.
+        raise err.with_traceback(None) from None
+    run_kedro(params)
 
 
 def main() -> None:

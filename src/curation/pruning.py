@@ -10,10 +10,13 @@ silently nor dropped silently: they are dropped and counted as
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from curation.configuration import check, in_range, one_of
 
 
 @dataclass
@@ -25,12 +28,10 @@ class PruningConfig:
     nan_policy: str = "drop"  # drop (counted) | error
 
     def __post_init__(self) -> None:
-        if self.mode not in ("threshold", "bottom_pct"):
-            raise ValueError(f"pruning.mode must be threshold or bottom_pct, got {self.mode!r}")
-        if not 0.0 <= self.bottom_pct < 100.0:
-            raise ValueError(f"pruning.bottom_pct must be in [0, 100), got {self.bottom_pct}")
-        if self.nan_policy not in ("drop", "error"):
-            raise ValueError(f"pruning.nan_policy must be drop or error, got {self.nan_policy!r}")
+        one_of("mode", self.mode, ("threshold", "bottom_pct"))
+        check(math.isfinite(self.threshold), "threshold", self.threshold, "a finite number")
+        in_range("bottom_pct", self.bottom_pct, 0, 100, high_open=True)
+        one_of("nan_policy", self.nan_policy, ("drop", "error"))
 
 
 def prune(scores: pd.DataFrame, config: PruningConfig) -> tuple[np.ndarray, dict[str, float]]:

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_yaml_mirrors_the_dataclass():
     data = yaml.safe_load((REPO / "conf" / "eval" / "default.yaml").read_text())
+    assert data.pop("defaults")[0] == "_schema"  # the Hydra schema entry, not a knob
     assert data == dataclasses.asdict(EvalConfig())
     assert parse_eval_config(data) == EvalConfig()
 

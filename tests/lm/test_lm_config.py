@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("name", ["tiny", "tiny_moe"])
 def test_yaml_mirrors_the_preset(name):
     data = yaml.safe_load((REPO / "conf" / "pretrain" / f"{name}.yaml").read_text())
+    assert data.pop("defaults")[0] == "_schema"  # the Hydra schema entry, not a knob
     assert data == dataclasses.asdict(PRESETS[name])
     assert parse_config(data) == PRESETS[name]
 

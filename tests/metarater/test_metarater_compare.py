@@ -10,7 +10,7 @@ from curation.metarater import RegressionConfig, dirichlet_weights
 from curation.metarater.analysis import cross_validated_spearman, weight_pca
 from curation.metarater.compare import (
     EvalStore,
-    Selection,
+    ComparisonSelection,
     comparison_selections,
     rank_fraction,
     select_intersection,
@@ -64,9 +64,10 @@ def test_eval_store_trains_each_selection_and_seed_once(tmp_path):
         return {"val_loss": float(len(indices) + seed)}
 
     store = EvalStore(tmp_path, bench_key="bench-1")
-    first = store.evaluate(Selection("uniform", np.array([1, 2, 3]), 0, {}), run)
-    again = store.evaluate(Selection("metarater@N=8", np.array([1, 2, 3]), 0, {}), run)  # same data, same seed
-    other = store.evaluate(Selection("uniform", np.array([1, 2, 3]), 1, {}), run)
+    first = store.evaluate(ComparisonSelection("uniform", np.array([1, 2, 3]), 0, {}), run)
+    # same data, same seed
+    again = store.evaluate(ComparisonSelection("metarater@N=8", np.array([1, 2, 3]), 0, {}), run)
+    other = store.evaluate(ComparisonSelection("uniform", np.array([1, 2, 3]), 1, {}), run)
     assert (first["reused"], again["reused"], other["reused"]) == (False, True, False)
     assert again["val_loss"] == first["val_loss"] == 3.0 and len(calls) == 2
     assert EvalStore(tmp_path, "bench-2").path(np.array([1, 2, 3]), 0) != store.path(np.array([1, 2, 3]), 0)

@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("name", ["quick", "paper"])
 def test_yaml_mirrors_the_preset(name):
     data = yaml.safe_load((REPO / "conf" / "metarater" / f"{name}.yaml").read_text())
+    assert data.pop("defaults")[0] == "_schema"  # the Hydra schema entry, not a knob
     assert data == dataclasses.asdict(PRESETS[name])
     assert parse_metarater_config(data) == PRESETS[name]
 

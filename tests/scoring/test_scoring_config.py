@@ -12,7 +12,9 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def _yaml(path):
-    return OmegaConf.to_container(OmegaConf.load(path))
+    data = OmegaConf.to_container(OmegaConf.load(path))
+    assert data.pop("defaults") == ["_schema", "_self_"]  # the Hydra schema entry, not a knob
+    return data
 
 
 def _types(tree):

@@ -6,7 +6,7 @@ import torch
 
 from curation.selection import select
 from curation.selection.budget import allocate_budget
-from curation.selection.config import parse_config
+from curation.selection.config import parse_selection_config
 from curation.selection.greedy import select_greedy
 from curation.selection.objectives import Objective, derive_seed, disf
 from curation.selection.synthetic import clustered_unit_vectors
@@ -55,7 +55,7 @@ def test_greedy_disf_picks_are_brute_force_argmins(data):
     # DiSF Eq. 7: after the random first pick, each pick minimises ||C||_F of the selection
     emb, q = data
     obj = Objective(torch.tensor(emb, dtype=torch.float64), torch.tensor(q), diversity="disf", lam=0.0)
-    cfg = parse_config("greedy", {"diversity": "disf", "lam": 0.0, "batch_size": 240})
+    cfg = parse_selection_config("greedy", {"diversity": "disf", "lam": 0.0, "batch_size": 240})
     ids, _, _ = select_greedy(obj, 4, cfg, seed=0)
     first = int(np.random.default_rng(derive_seed(0, 20)).integers(240))  # the seeded first pick
     chosen = [first]

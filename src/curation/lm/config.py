@@ -24,24 +24,33 @@ Optimizer defaults are DATAMASK's (Sec. 4.1): constant LR 4e-4, weight decay
 0.1, gradient clipping 1.0.
 
 ``parse_config(mapping)`` builds a :class:`PretrainConfig` from any mapping (a
-dict, an OmegaConf ``DictConfig``): unknown keys and wrong-typed values raise
-``ValueError`` naming the key; missing keys take the dataclass defaults.
+dict, an OmegaConf ``DictConfig``) with :func:`curation.configuration.parse_dataclass`:
+unknown keys, wrong-typed and out-of-range values raise ``ConfigError`` (a
+``ValueError``) naming the key; missing keys take the dataclass defaults. The
+range checks run on construction (``__post_init__``), so a config built by hand
+is checked too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from curation.configuration import ConfigError, at_least, in_range, one_of, parse_dataclass
 from curation.lm.model import ModelConfig
 from curation.lm.tokenizer import TokenizerConfig
 
+_MISSING = object()
 SCHEDULES = ("constant", "cosine", "wsd")
 DECAY_SHAPES = ("linear", "exp")
 PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true")
+
+
+def _require(ok: bool, key: str, message: str, value: Any = _MISSING) -> None:
+    if not ok:
+        raise ConfigError(key, message, value) if value is not _MISSING else ConfigError(key, message)
 
 
 @dataclass
@@ -73,15 +82,31 @@ class TrainConfig:
     val_batches: int = 8  # batches of the validation set per evaluation
     checkpoint_every_steps: Optional[int] = None  # Lightning checkpoint every N steps (None = only at the end)
 
+    def __post_init__(self) -> None:
+        self.validate()
+
     def validate(self) -> None:
-        _require(self.schedule in SCHEDULES, "train.schedule", f"must be one of {SCHEDULES}")
-        _require(self.decay_shape in DECAY_SHAPES, "train.decay_shape", f"must be one of {DECAY_SHAPES}")
-        _require(self.precision in PRECISIONS, "train.precision", f"must be one of {PRECISIONS}")
-        budget_set = self.max_tokens is not None or self.max_steps is not None
-        _require(budget_set, "train.max_tokens", "or max_steps must be set")
-        _require(0.0 <= self.decay_fraction <= 1.0, "train.decay_fraction", "must be in [0, 1]")
+        """Range checks (keys relative to ``train``); run on construction and after in-place edits."""
+        one_of("schedule", self.schedule, SCHEDULES)
+        one_of("decay_shape", self.decay_shape, DECAY_SHAPES)
+        one_of("precision", self.precision, PRECISIONS)
         for key in ("seq_len", "batch_size", "accumulate_grad_batches", "num_threads", "val_batches"):
-            _require(getattr(self, key) >= 1, f"train.{key}", "must be >= 1")
+            at_least(key, getattr(self, key), 1)
+        at_least("max_tokens", self.max_tokens, 1, optional=True)
+        at_least("max_steps", self.max_steps, 1, optional=True)
+        _require(self.max_tokens is not None or self.max_steps is not None, "max_tokens",
+                 "or max_steps must be set (both are null)")
+        at_least("lr", self.lr, 0, strict=True)
+        at_least("min_lr", self.min_lr, 0)
+        at_least("warmup_steps", self.warmup_steps, 0)
+        in_range("decay_fraction", self.decay_fraction, 0, 1)
+        at_least("weight_decay", self.weight_decay, 0)
+        in_range("beta1", self.beta1, 0, 1, high_open=True)
+        in_range("beta2", self.beta2, 0, 1, high_open=True)
+        at_least("eps", self.eps, 0, strict=True)
+        at_least("grad_clip", self.grad_clip, 0)
+        at_least("val_every_steps", self.val_every_steps, 1, optional=True)
+        at_least("checkpoint_every_steps", self.checkpoint_every_steps, 1, optional=True)
 
     @property
     def tokens_per_step(self) -> int:
@@ -101,18 +126,30 @@ class PretrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
+    def __post_init__(self) -> None:
+        self.validate()
+
     def validate(self) -> "PretrainConfig":
-        self.train.validate()
-        _require(
-            self.train.seq_len <= self.model.max_seq_len,
-            "train.seq_len",
-            f"{self.train.seq_len} exceeds model.max_seq_len={self.model.max_seq_len}",
-        )
-        _require(
-            self.tokenizer.vocab_size <= self.model.vocab_size,
-            "tokenizer.vocab_size",
-            f"{self.tokenizer.vocab_size} exceeds model.vocab_size={self.model.vocab_size}",
-        )
+        """Range checks of every part (keys relative to ``pretrain``); returns ``self``."""
+        try:
+            self.train.validate()
+        except ConfigError as err:
+            raise err.under("train") from None
+        t, m = self.tokenizer, self.model
+        at_least("tokenizer.vocab_size", t.vocab_size, 258)  # 256 byte symbols + <|endoftext|> + one merge
+        at_least("tokenizer.min_frequency", t.min_frequency, 1)
+        at_least("tokenizer.max_docs", t.max_docs, 1, optional=True)
+        for key in ("vocab_size", "max_seq_len", "n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "moe_top_k"):
+            at_least(f"model.{key}", getattr(m, key), 1)
+        at_least("model.num_experts", m.num_experts, 0)
+        at_least("model.moe_d_ff", m.moe_d_ff, 1, optional=True)
+        at_least("model.rope_theta", m.rope_theta, 0, strict=True)
+        at_least("model.norm_eps", m.norm_eps, 0, strict=True)
+        at_least("model.moe_aux_loss_coef", m.moe_aux_loss_coef, 0)
+        _require(self.train.seq_len <= m.max_seq_len, "train.seq_len",
+                 f"must be <= model.max_seq_len={m.max_seq_len}", self.train.seq_len)
+        _require(t.vocab_size <= m.vocab_size, "tokenizer.vocab_size",
+                 f"must be <= model.vocab_size={m.vocab_size}", t.vocab_size)
         return self
 
 
@@ -173,57 +210,6 @@ def get_config(name: str) -> PretrainConfig:
     )
 
 
-# --- parsing mappings (dict / DictConfig) into the dataclasses, strictly ---
-
-
-def _require(ok: bool, key: str, message: str) -> None:
-    if not ok:
-        raise ValueError(f"config key {key!r}: {message}")
-
-
-def _coerce(key: str, value: Any, annotation: Any) -> Any:
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Union:  # Optional[X]
-        if value is None:
-            return None
-        return _coerce(key, value, next(a for a in args if a is not type(None)))
-    if dataclasses.is_dataclass(annotation):
-        return parse_dataclass(annotation, value, prefix=f"{key}.")
-    if origin in (list, tuple):
-        _require(isinstance(value, (list, tuple)), key, f"expected a list, got {value!r}")
-        return [_coerce(key, v, args[0]) for v in value] if args else list(value)
-    if origin is dict:
-        _require(isinstance(value, Mapping), key, f"expected a mapping, got {value!r}")
-        return {k: _coerce(f"{key}.{k}", v, args[1]) for k, v in value.items()} if args else dict(value)
-    if annotation is float:
-        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        _require(is_number, key, f"expected a number, got {value!r}")
-        return float(value)
-    if annotation in (int, bool, str):
-        ok = isinstance(value, annotation) and not (annotation is int and isinstance(value, bool))
-        _require(ok, key, f"expected {annotation.__name__}, got {value!r}")
-        return value
-    return value
-
-
-def parse_dataclass(cls: type, mapping: Any, prefix: str = "") -> Any:
-    """Build ``cls`` from a mapping; refuse unknown keys and wrong types (naming the key)."""
-    if dataclasses.is_dataclass(mapping):
-        mapping = dataclasses.asdict(mapping)
-    if type(mapping).__module__.startswith("omegaconf"):  # a DictConfig from Hydra: plain dicts/lists
-        from omegaconf import OmegaConf
-
-        mapping = OmegaConf.to_container(mapping, resolve=True)
-    _require(isinstance(mapping, Mapping), prefix.rstrip(".") or cls.__name__, f"expected a mapping, got {mapping!r}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(mapping) - names)
-    _require(not unknown, f"{prefix}{unknown[0]}" if unknown else "", f"unknown key; known: {sorted(names)}")
-    kwargs = {k: _coerce(f"{prefix}{k}", v, hints[k]) for k, v in mapping.items()}
-    return cls(**kwargs)
-
-
-def parse_config(mapping: Mapping[str, Any] | PretrainConfig) -> PretrainConfig:
+def parse_config(mapping: Mapping[str, Any] | PretrainConfig, path: str = "") -> PretrainConfig:
     """A validated :class:`PretrainConfig` from ``cfg.pretrain`` (or any mapping)."""
-    return parse_dataclass(PretrainConfig, mapping).validate()
+    return parse_dataclass(PretrainConfig, mapping, path=path).validate()

@@ -29,6 +29,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+from curation.configuration import at_least
+
 
 class RMSNorm(nn.Module):
     """Root-mean-square layer norm (Zhang & Sennrich, 2019): no mean, no bias."""
@@ -198,6 +200,8 @@ class ModelConfig:
     moe_aux_loss_coef: float = 0.01  # alpha of the Switch load-balancing loss (Fedus et al., 2021)
 
     def __post_init__(self) -> None:
+        for key in ("d_model", "n_head", "n_kv_head"):  # divisors below; the other sizes: PretrainConfig.validate
+            at_least(key, getattr(self, key), 1)
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
         if self.n_head % self.n_kv_head:

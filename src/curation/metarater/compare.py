@@ -74,7 +74,7 @@ def select_random(n: int, keep_frac: float, seed: int) -> np.ndarray:
 
 
 @dataclass
-class Selection:
+class ComparisonSelection:
     method: str  # metarater | uniform | intersection | random | rater:<name> | metarater@N=<n>
     indices: np.ndarray  # sorted candidate indices
     seed: int  # proxy seed (and the random selection's seed)
@@ -84,9 +84,9 @@ class Selection:
 def comparison_selections(scaled: np.ndarray, raters: Sequence[str], w_star: np.ndarray, keep_frac: float, *,
                           methods: Sequence[str], seeds: Sequence[int], single_raters: bool = True,
                           single_rater_seeds: Sequence[int] = (0,),
-                          intersection_raters: Optional[Sequence[str]] = None) -> list[Selection]:
+                          intersection_raters: Optional[Sequence[str]] = None) -> list[ComparisonSelection]:
     """Every (method, seed) of the Table 4 analogue, in a stable order."""
-    out: list[Selection] = []
+    out: list[ComparisonSelection] = []
     fixed: dict[str, tuple[np.ndarray, dict[str, float]]] = {}
     if "metarater" in methods:
         fixed["metarater"] = (select_top(aggregate(scaled, w_star), keep_frac), {})
@@ -104,16 +104,16 @@ def comparison_selections(scaled: np.ndarray, raters: Sequence[str], w_star: np.
     for method in methods:
         for seed in seeds:
             if method == "random":
-                out.append(Selection("random", select_random(len(scaled), keep_frac, seed), seed, {}))
+                out.append(ComparisonSelection("random", select_random(len(scaled), keep_frac, seed), seed, {}))
             else:
                 indices, info = fixed[method]
-                out.append(Selection(method, indices, seed, info))
+                out.append(ComparisonSelection(method, indices, seed, info))
     if single_raters:
         for j, name in enumerate(raters):
             onehot = np.zeros(len(raters))
             onehot[j] = 1.0
             indices = select_top(aggregate(scaled, onehot), keep_frac)
-            out.extend(Selection(f"rater:{name}", indices, seed, {}) for seed in single_rater_seeds)
+            out.extend(ComparisonSelection(f"rater:{name}", indices, seed, {}) for seed in single_rater_seeds)
     return out
 
 
@@ -141,7 +141,8 @@ class EvalStore:
         key = fingerprint(self.bench_key, array_hash(np.asarray(indices, dtype=np.int64)), int(seed))
         return self.directory / f"eval-{key}.json"
 
-    def evaluate(self, selection: Selection, run: Callable[[np.ndarray, int], dict[str, Any]]) -> dict[str, Any]:
+    def evaluate(self, selection: ComparisonSelection,
+                 run: Callable[[np.ndarray, int], dict[str, Any]]) -> dict[str, Any]:
         path = self.path(selection.indices, selection.seed)
         if path.exists():
             return {**json.loads(path.read_text()), "reused": True}

@@ -3,8 +3,9 @@
 ``conf/metarater/<name>.yaml`` mirrors ``PRESETS[name]`` key for key (a test
 keeps them equal). :func:`parse_metarater_config` builds a
 :class:`MetaraterConfig` from any mapping (dict, OmegaConf ``DictConfig``);
-unknown keys and wrong-typed values raise ``ValueError`` naming the key, and
-missing keys take the dataclass defaults (= the ``quick`` preset).
+unknown keys, wrong-typed and out-of-range values raise ``ConfigError`` (a
+``ValueError``) naming the key, and missing keys take the dataclass defaults
+(= the ``quick`` preset). The range checks also run on construction.
 
 Defaults follow the paper where it says something: symmetric Dirichlet
 (alpha = 1) weights, top 15% per proxy, LightGBM gbdt with 1000 iterations at
@@ -14,20 +15,20 @@ sample; N = 256 proxies (Sec. 5.1) and 1M candidates at paper scale.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from curation.configuration import ConfigError, at_least, each, in_range, parse_dataclass
 from curation.lm.config import PRESETS as LM_PRESETS
-from curation.lm.config import PretrainConfig, get_config, parse_dataclass
+from curation.lm.config import PretrainConfig, get_config
 from curation.metarater.core import RegressionConfig
 
 COMPARISON_METHODS = ("metarater", "uniform", "intersection", "random")
 
 
-def _require(ok: bool, key: str, message: str) -> None:
+def _require(ok: bool, key: str, message: str, value: Any) -> None:
     if not ok:
-        raise ValueError(f"config key 'metarater.{key}': {message}")
+        raise ConfigError(key, message, value)
 
 
 @dataclass
@@ -127,21 +128,47 @@ class MetaraterConfig:
     search: SearchConfig = field(default_factory=SearchConfig)
     comparisons: ComparisonConfig = field(default_factory=ComparisonConfig)
 
+    def __post_init__(self) -> None:
+        self.validate()
+
     def validate(self) -> "MetaraterConfig":
-        _require(self.num_proxies >= 1, "num_proxies", "must be >= 1")
-        _require(self.alpha > 0, "alpha", "must be > 0")
-        _require(0 < self.keep_frac <= 1, "keep_frac", "must be in (0, 1]")
+        """Range checks (keys relative to ``metarater``); returns ``self``."""
+        at_least("num_proxies", self.num_proxies, 1)
+        at_least("alpha", self.alpha, 0, strict=True)
+        in_range("keep_frac", self.keep_frac, 0, 1, low_open=True)
         _require(self.proxy_id is None or 0 <= self.proxy_id < self.num_proxies, "proxy_id",
-                 f"must be in [0, num_proxies={self.num_proxies})")
-        _require(self.proxy.preset in LM_PRESETS, "proxy.preset", f"unknown; known: {sorted(LM_PRESETS)}")
-        _require(0 < self.validation.fraction < 1, "validation.fraction", "must be in (0, 1)")
-        _require(self.validation.max_tokens >= 2, "validation.max_tokens", "must be >= 2")
+                 f"must be in [0, num_proxies={self.num_proxies}) or null", self.proxy_id)
+        _require(self.proxy.preset in LM_PRESETS, "proxy.preset", f"unknown; known: {sorted(LM_PRESETS)}",
+                 self.proxy.preset)
+        p = self.proxy
+        for key in ("max_tokens", "batch_size", "vocab_size"):
+            at_least(f"proxy.{key}", getattr(p, key), 1, optional=True)
+        at_least("proxy.lr", p.lr, 0, strict=True, optional=True)
+        at_least("proxy.tokenizer_docs", p.tokenizer_docs, 1)
+        at_least("proxy.num_threads", p.num_threads, 1)
+        v = self.validation
+        in_range("validation.fraction", v.fraction, 0, 1, low_open=True, high_open=True)
+        at_least("validation.max_tokens", v.max_tokens, 2)
         unknown = [m for m in self.comparisons.methods if m not in COMPARISON_METHODS]
-        _require(not unknown, "comparisons.methods", f"unknown method {unknown[:1]}; known: {COMPARISON_METHODS}")
-        _require(self.regression.model in ("lightgbm", "ridge"), "regression.model", "must be lightgbm or ridge")
+        _require(not unknown, "comparisons.methods", f"unknown method {unknown[:1]}; known: {COMPARISON_METHODS}",
+                 self.comparisons.methods)
+        each("comparisons.num_proxies", self.comparisons.num_proxies, lambda k, n: at_least(k, n, 1))
+        r = self.regression
+        _require(r.model in ("lightgbm", "ridge"), "regression.model", "must be lightgbm or ridge", r.model)
+        for key in ("n_estimators", "min_child_samples", "num_leaves", "early_stopping_rounds"):
+            at_least(f"regression.{key}", getattr(r, key), 1)
+        at_least("regression.learning_rate", r.learning_rate, 0, strict=True)
+        in_range("regression.test_frac", r.test_frac, 0, 1, low_open=True, high_open=True)
+        in_range("regression.early_stop_frac", r.early_stop_frac, 0, 1, high_open=True)
+        _require(r.test_frac + r.early_stop_frac < 1, "regression.early_stop_frac",
+                 f"test_frac + early_stop_frac must be < 1 (test_frac={r.test_frac})", r.early_stop_frac)
         _require(self.search.top_k >= 1 and self.search.n_candidates >= self.search.top_k, "search.top_k",
-                 "must be in [1, search.n_candidates]")
-        self.proxy.pretrain_config()  # the preset with the overrides must be valid
+                 f"must be in [1, search.n_candidates={self.search.n_candidates}]", self.search.top_k)
+        at_least("search.batch", self.search.batch, 1)
+        try:
+            self.proxy.pretrain_config()  # the preset with the overrides must be valid
+        except ConfigError as err:
+            raise ConfigError("proxy", f"gives an invalid {self.proxy.preset!r} LM config: {err}") from None
         return self
 
 
@@ -163,10 +190,9 @@ def _paper() -> MetaraterConfig:
 PRESETS: dict[str, MetaraterConfig] = {"quick": _quick(), "paper": _paper()}
 
 
-def parse_metarater_config(mapping: Mapping[str, Any] | MetaraterConfig | None = None) -> MetaraterConfig:
+def parse_metarater_config(mapping: Mapping[str, Any] | MetaraterConfig | None = None,
+                           path: str = "") -> MetaraterConfig:
     """A validated :class:`MetaraterConfig` from ``cfg.metarater`` (or any mapping)."""
     if mapping is None:
         return MetaraterConfig().validate()
-    if isinstance(mapping, MetaraterConfig):
-        mapping = dataclasses.asdict(mapping)
-    return parse_dataclass(MetaraterConfig, mapping).validate()
+    return parse_dataclass(MetaraterConfig, mapping, path=path).validate()

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from curation.metarater.analysis import cross_validated_spearman, weight_pca
-from curation.metarater.compare import EvalStore, Selection, comparison_selections, summarize, uniform_weights
+from curation.metarater.compare import EvalStore, ComparisonSelection, comparison_selections, summarize, uniform_weights
 from curation.metarater.compare import weights_for_n
 from curation.metarater.config import MetaraterConfig
 from curation.metarater.core import aggregate, dirichlet_weights, fit_regressor, minmax_scale, search_weights
@@ -324,7 +324,7 @@ def select_with_optimal_weights(metarater_weights_table: pd.DataFrame, metarater
 # --- comparisons (Table 4) and the N curve (Fig. 2) ---
 
 
-def _evaluate_all(setup: _Setup, selections: list[Selection], on_result: OnResult, kind: str) -> list[dict]:
+def _evaluate_all(setup: _Setup, selections: list[ComparisonSelection], on_result: OnResult, kind: str) -> list[dict]:
     store = EvalStore(setup.work_dir / "evals", setup.bench_key)
     rows = []
     for n, sel in enumerate(selections, start=1):
@@ -409,7 +409,7 @@ def evaluate_num_proxies(documents: pd.DataFrame, metarater_proxy_results: pd.Da
         if n == len(losses):  # the same regression and search as the run's w*: use it exactly
             w_star = _w_star(metarater_weights_table, setup.raters)
         chosen = top_fraction(aggregate(setup.scaled, w_star), cfg.keep_frac)
-        sels = [Selection(f"metarater@N={n}", chosen, seed, {}) for seed in c.num_proxies_seeds]
+        sels = [ComparisonSelection(f"metarater@N={n}", chosen, seed, {}) for seed in c.num_proxies_seeds]
         runs = pd.DataFrame(_evaluate_all(setup, sels, on_result, "num_proxies"))
         rows.append({"num_proxies": n, "val_loss_mean": float(runs["val_loss"].mean()),
                      "val_loss_std": float(runs["val_loss"].std(ddof=1)) if len(runs) > 1 else 0.0,

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from curation.configuration import parse_dataclass
 from curation.pruning import PruningConfig, prune, quality_histogram
 from curation.reporting.plots import plot_quality_histogram
 
@@ -22,7 +23,7 @@ def prune_documents(
     """
     if len(scores) != len(embeddings):
         raise ValueError(f"scores have {len(scores)} rows but embeddings {len(embeddings)}: they must be aligned")
-    config = PruningConfig(**pruning)
+    config = parse_dataclass(PruningConfig, pruning, path="pruning")
     keep, report = prune(scores, config)
     table = quality_histogram(scores[config.score_column].to_numpy(dtype="float64", na_value=np.nan), keep)
     plot = plot_quality_histogram(table, title=f"quality before/after pruning ({config.mode})")

@@ -22,9 +22,10 @@ log = logging.getLogger(__name__)
 def embed_documents(documents: pd.DataFrame, embedding: dict[str, Any],
                     cache: dict[str, Any]) -> tuple[np.ndarray, dict[str, float]]:
     """One L2-normalised embedding row per document, in document order."""
+    from curation.configuration import parse_dataclass
     from curation.embedding import EmbedderConfig, SentenceEmbedder
 
-    config = EmbedderConfig(**embedding)
+    config = parse_dataclass(EmbedderConfig, embedding, path="embedding")
     store = result_cache(cache)
     # The progress bar is the one knob that does not change the vectors.
     key = config_key("embeddings-v1", {k: v for k, v in embedding.items() if k != "show_progress"},

@@ -2,18 +2,17 @@
 
 The core takes plain dataclasses; ``scoring_config_from_dict`` builds them from
 the mapping a Hydra node hands over (``OmegaConf.to_container(cfg.scoring)``)
-and refuses unknown keys, so a misspelt override fails instead of being
-ignored.
+with :func:`curation.configuration.parse_dataclass`, which refuses unknown keys
+and wrong types, so a misspelt override fails instead of being ignored.
+``ScoringConfig.__post_init__`` checks every numeric knob's range.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from curation.configuration import ConfigError, at_least, each, in_range, parse_dataclass
 from curation.scoring.dsir import DSIRConfig
 from curation.scoring.embedding_raters import EduConfig, WeakLabelRule, WikiConfig
 from curation.scoring.fasttext_rater import FastTextConfig, UltraFineWebConfig
@@ -56,45 +55,54 @@ class ScoringConfig:
     dsir: DSIRTargets = field(default_factory=DSIRTargets)
     merge: MergeConfig = field(default_factory=MergeConfig)
 
-
-def _build(tp: Any, value: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp) and isinstance(value, Mapping):
-        hints = typing.get_type_hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        unknown = set(value) - names
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.raters if r not in ALL_RATERS]
         if unknown:
-            raise KeyError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(names)}")
-        return tp(**{k: _build(hints[k], v, f"{where}.{k}") for k, v in value.items()})
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return None if value is None else _build(args[0], value, where)
-    if origin is list and value is not None:
-        (item,) = typing.get_args(tp)
-        return [_build(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict and value is not None:
-        _, item = typing.get_args(tp)
-        return {k: _build(item, v, f"{where}.{k}") for k, v in value.items()}
-    return value
+            raise ConfigError("raters", f"unknown rater(s) {unknown}; known: {list(ALL_RATERS)}", self.raters)
+        if self.engine not in ENGINES:
+            raise ConfigError("engine", f"must be one of the known engines {list(ENGINES)}", self.engine)
+        ray = self.ray
+        at_least("ray.num_cpus", ray.num_cpus, 1, optional=True)
+        at_least("ray.actors", ray.actors, 1)
+        at_least("ray.actor_num_cpus", ray.actor_num_cpus, 0, strict=True)
+        for key in ("batch_size", "rows_per_shard"):
+            at_least(f"ray.{key}", getattr(ray, key), 1)
+        at_least("ray.repartition", ray.repartition, 1, optional=True)
+        at_least("training.max_per_class", self.training.max_per_class, 1, optional=True)
+        in_range("training.eval_fraction", self.training.eval_fraction, 0, 1, high_open=True)
+        for name in ("fasttext_dclm", "fasttext_ultrafineweb"):
+            ft = getattr(self, name)
+            for key in ("dim", "word_ngrams", "min_count", "epoch", "bucket", "thread"):
+                at_least(f"{name}.{key}", getattr(ft, key), 1)
+            at_least(f"{name}.lr", ft.lr, 0, strict=True)
+            at_least(f"{name}.nan_retries", ft.nan_retries, 0)
+            in_range(f"{name}.threshold", ft.threshold, 0, 1, optional=True)
+        at_least("edu.alpha", self.edu.alpha, 0, strict=True)
+        at_least("edu.max_per_rule", self.edu.max_per_rule, 0)
+        if not self.edu.max_score > self.edu.min_score:
+            raise ConfigError("edu.max_score", f"must be > edu.min_score={self.edu.min_score}", self.edu.max_score)
+        at_least("wiki.C", self.wiki.C, 0, strict=True)
+        at_least("wiki.buckets", self.wiki.buckets, 1)
+        at_least("wiki.max_iter", self.wiki.max_iter, 1)
+        at_least("dsir.model.buckets", self.dsir.model.buckets, 1)
+        at_least("dsir.model.max_ngram", self.dsir.model.max_ngram, 1)
+        at_least("dsir.model.pseudocount", self.dsir.model.pseudocount, 0, strict=True)
+        if not self.merge.scale_max > self.merge.scale_min:
+            raise ConfigError("merge.scale_max", f"must be > merge.scale_min={self.merge.scale_min}",
+                              self.merge.scale_max)
+        each("edu.weak_rules", [r.score for r in self.edu.weak_rules],
+             lambda key, v: in_range(f"{key}.score", v, self.edu.min_score, self.edu.max_score))
 
 
-def scoring_config_from_dict(mapping: Mapping[str, Any]) -> ScoringConfig:
-    """Nested mapping (e.g. from YAML) -> ``ScoringConfig``; unknown keys raise ``KeyError``.
+def scoring_config_from_dict(mapping: Mapping[str, Any], path: str = "scoring") -> ScoringConfig:
+    """Nested mapping (e.g. from YAML) -> ``ScoringConfig`` via the one parser.
 
-    ``fasttext_ultrafineweb`` is built on ``UltraFineWebConfig`` so keys the
-    mapping leaves out keep the Ultra-FineWeb defaults, not DCLM's.
+    Unknown keys raise ``ConfigError`` (a ``KeyError`` and a ``ValueError``)
+    naming the key. ``fasttext_ultrafineweb`` is built on ``UltraFineWebConfig``
+    (its field's default) so keys the mapping leaves out keep the Ultra-FineWeb
+    defaults, not DCLM's.
     """
-    mapping = dict(mapping)
-    ufw = mapping.pop("fasttext_ultrafineweb", None)
-    cfg = _build(ScoringConfig, mapping, "scoring")
-    if ufw is not None:
-        cfg.fasttext_ultrafineweb = _build(UltraFineWebConfig, ufw, "scoring.fasttext_ultrafineweb")
-    unknown = set(cfg.raters) - set(ALL_RATERS)
-    if unknown:
-        raise ValueError(f"scoring.raters: unknown rater(s) {sorted(unknown)}; known: {list(ALL_RATERS)}")
-    if cfg.engine not in ENGINES:
-        raise ValueError(f"scoring.engine={cfg.engine!r}: known engines are {list(ENGINES)}")
-    return cfg
+    return parse_dataclass(ScoringConfig, mapping, path=path)
 
 
 __all__ = ["ALL_RATERS", "DSIRTargets", "ENGINES", "RayConfig", "ScoringConfig", "WeakLabelRule", "scoring_config_from_dict"]

@@ -17,17 +17,19 @@ Modules, one algorithm each: ``config`` (knobs + defaults), ``objectives`` (Eq. 
 
 from curation.selection.api import Selection, select
 from curation.selection.config import (
+    BudgetConfig,
     DataMaskConfig,
     DvrlConfig,
     GreedyConfig,
     RandomConfig,
     SemDeDupConfig,
     TopkQualityConfig,
-    parse_config,
+    parse_selection_config,
 )
 from curation.selection.diagnostics import diagnose, dominance_scores
 
 __all__ = [
+    "BudgetConfig",
     "DataMaskConfig",
     "DvrlConfig",
     "GreedyConfig",
@@ -37,6 +39,6 @@ __all__ = [
     "TopkQualityConfig",
     "diagnose",
     "dominance_scores",
-    "parse_config",
+    "parse_selection_config",
     "select",
 ]

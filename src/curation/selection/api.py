@@ -24,7 +24,7 @@ from curation.selection.config import (
     ObjectiveConfig,
     SelectionConfig,
     SemDeDupConfig,
-    parse_config,
+    parse_selection_config,
 )
 from curation.selection.datamask import resolve_device, select_datamask
 from curation.selection.dvrl import select_dvrl
@@ -95,7 +95,7 @@ def select(
     keys take the defaults); progress: optional callback(done, total).
     Raises ValueError for invalid inputs or config values (naming the key).
     """
-    cfg = parse_config(method, config)
+    cfg = parse_selection_config(method, config)
     emb = _as_array("embeddings", embeddings, 2)
     q = _as_array("quality", quality, 1)
     if len(q) != len(emb):

@@ -4,9 +4,12 @@ One ``@dataclass`` per method. Each mirrors ``conf/selection/<method>.yaml`` key
 for key (``tests/selection/test_config.py`` loads every yaml and compares it with
 ``dataclasses.asdict`` of the default instance, so the two cannot drift).
 
-``parse_config(method, mapping)`` builds a config from any mapping (a dict, an
-OmegaConf ``DictConfig``): missing keys take the defaults; unknown keys, values
-of the wrong type and out-of-range values raise ``ValueError`` naming the key.
+``parse_selection_config(method, mapping)`` builds a config from any mapping (a
+dict, an OmegaConf ``DictConfig``) with :func:`curation.configuration.parse_dataclass`:
+missing keys take the defaults; unknown keys, values of the wrong type (``3.0``
+is not an int) and out-of-range values raise ``ConfigError`` (a ``ValueError``)
+naming the key. The range checks (``validate``) also run when a config is
+constructed directly. :class:`BudgetConfig` is the ``budget`` group.
 
 References: DATAMASK = seeds/000 (Eq. 3-13, Algorithm 1, Sec. 4.3, App. A.6-A.8);
 DiSF = seeds/001 (Eq. 3-7, Algorithm 1).
@@ -14,10 +17,10 @@ DiSF = seeds/001 (Eq. 3-7, Algorithm 1).
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
+
+from curation.configuration import ConfigError, at_least, in_range, one_of, parse_dataclass
 
 DIVERSITIES = ("pws", "fl", "fl_sum", "disf")
 METHODS = ("datamask", "greedy", "topk_quality", "random", "semdedup", "dvrl")
@@ -25,7 +28,7 @@ METHODS = ("datamask", "greedy", "topk_quality", "random", "semdedup", "dvrl")
 
 def _require(ok: bool, key: str, message: str) -> None:
     if not ok:
-        raise ValueError(f"selection config key {key!r}: {message}")
+        raise ConfigError(key, message)
 
 
 @dataclass
@@ -36,6 +39,9 @@ class SelectionConfig:
     # Quality-aware pruning in place (DATAMASK Sec. 4.3, App. A.5): items whose
     # quality is below this value are dropped before selecting; None = off.
     min_quality: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        self.validate()  # the subclass's checks: a config built by hand is checked like a parsed one
 
     def validate(self) -> None:
         _require(self.method in METHODS, "method", f"must be one of {METHODS}, got {self.method!r}")
@@ -258,45 +264,52 @@ CONFIG_CLASSES: dict[str, type[SelectionConfig]] = {
 }
 
 
-def _coerce(key: str, value: Any, annotation: Any) -> Any:
-    """Return `value` as the field's type; refuse lossy or surprising conversions."""
-    if typing.get_origin(annotation) is typing.Union:  # Optional[X]
-        if value is None:
-            return None
-        (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if annotation is bool:
-        _require(isinstance(value, bool), key, f"must be a bool, got {value!r}")
-        return value
-    if annotation is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        ok = ok or (isinstance(value, float) and value.is_integer())
-        _require(ok, key, f"must be an int, got {value!r}")
-        return int(value)
-    if annotation is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        _require(ok, key, f"must be a number, got {value!r}")
-        return float(value)
-    if annotation is str:
-        _require(isinstance(value, str), key, f"must be a string, got {value!r}")
-        return value
-    raise TypeError(f"unsupported annotation {annotation!r} for {key!r}")  # programming error
+def parse_selection_config(method: str, config: Mapping[str, Any] | SelectionConfig | None = None,
+                           path: str = "") -> SelectionConfig:
+    """Build and validate the config of `method` from a mapping (missing keys = defaults).
 
-
-def parse_config(method: str, config: Mapping[str, Any] | SelectionConfig | None = None) -> SelectionConfig:
-    """Build and validate the config of `method` from a mapping (missing keys = defaults)."""
+    ``path`` (e.g. ``"selection"``) prefixes the keys named in errors.
+    """
+    key = f"{path}.method" if path else "method"
     if method not in CONFIG_CLASSES:
-        raise ValueError(f"selection config key 'method': must be one of {METHODS}, got {method!r}")
+        raise ConfigError(key, f"must be one of {METHODS}", method)
     cls = CONFIG_CLASSES[method]
     if isinstance(config, SelectionConfig):
-        _require(isinstance(config, cls), "method", f"config is a {type(config).__name__}, not {cls.__name__}")
-        config = dataclasses.asdict(config)
-    hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
-    for key, value in dict((config or {}).items()).items():
-        _require(key in hints, str(key), f"unknown for method {method!r} (known: {sorted(hints)})")
-        values[key] = _coerce(key, value, hints[key])
-    _require(values.get("method", method) == method, "method", f"is {values.get('method')!r} but {method!r} was asked")
+        _require(isinstance(config, cls), key, f"config is a {type(config).__name__}, not {cls.__name__}")
+    values = dict(_as_mapping(config))
+    _require(values.get("method", method) == method, key, f"is {values.get('method')!r} but {method!r} was asked")
     values["method"] = method
-    cfg = cls(**values)
-    cfg.validate()
-    return cfg
+    return parse_dataclass(cls, values, path=path)
+
+
+def _as_mapping(config: Any) -> Mapping[str, Any]:
+    if config is None:
+        return {}
+    if isinstance(config, SelectionConfig):
+        return {k: getattr(config, k) for k in config.__dataclass_fields__}
+    if type(config).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf  # the caller already holds an OmegaConf object
+
+        return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]
+    return config
+
+
+# --- the budget group: how many documents the selection keeps ---
+
+RATIO_OF = ("corpus", "candidates")
+
+
+@dataclass
+class BudgetConfig:
+    """``conf/budget/default.yaml``: documents the selection keeps (DATAMASK keeps ~10% of FineWeb)."""
+
+    keep_ratio: float = 0.1  # fraction of ratio_of; strictly between 0 and 1
+    docs: Optional[int] = None  # an exact number of documents instead (overrides keep_ratio)
+    ratio_of: str = "corpus"  # corpus (ingested, before pruning) | candidates (what the selection sees)
+    candidates: Optional[int] = None  # select from a seeded random subset of this many pruned candidates
+
+    def __post_init__(self) -> None:
+        in_range("keep_ratio", self.keep_ratio, 0, 1, low_open=True, high_open=True)
+        at_least("docs", self.docs, 1, optional=True)
+        one_of("ratio_of", self.ratio_of, RATIO_OF)
+        at_least("candidates", self.candidates, 2, optional=True)

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from curation.evaluation.tasks import TASKS
-from curation.lm.config import parse_dataclass
+from curation.configuration import parse_dataclass
 from curation.selection.corpus import CorpusSpec
 
 DEFAULT_MIX = "default_mix"  # name of the default mix among the packed corpora; not a candidate name
