@@ -16,7 +16,7 @@ budget         curation.selection.config.BudgetConfig
 selection      curation.selection.config.CONFIG_CLASSES[<method>], one per method
 pretrain       curation.lm.config.PretrainConfig
 eval           curation.evaluation.config.EvalConfig
-verification   curation.pretraining.verification.VerificationConfig
+verification   curation.verification.config.VerificationConfig
 metarater      curation.metarater.config.MetaraterConfig
 =============  ==========================================================
 
@@ -112,7 +112,7 @@ def _schemas() -> dict[str, Any]:
     from curation.evaluation.config import EvalConfig
     from curation.lm.config import PretrainConfig
     from curation.metarater.config import MetaraterConfig
-    from curation.pretraining.verification import VerificationConfig
+    from curation.verification.config import VerificationConfig
     from curation.pruning import PruningConfig
     from curation.scoring.config import ScoringConfig
     from curation.selection.config import CONFIG_CLASSES, BudgetConfig
@@ -149,7 +149,7 @@ def _parse_group(group: str, node: Any) -> Any:
 
         return parse_metarater_config(node, path="metarater")
     if group == "verification":
-        from curation.pretraining.verification import parse_verification_config
+        from curation.verification.config import parse_verification_config
 
         return parse_verification_config(node)  # names its keys verification.<key>
     cfg = parse_dataclass(_schemas()[group], node, path=group)
@@ -162,7 +162,7 @@ def _parse_group(group: str, node: Any) -> Any:
 
 
 def _parse_table2(node: Mapping[str, Any]) -> dict[str, Any]:
-    from curation.pretraining.corpora import CorpusSpec
+    from curation.selection.corpus import CorpusSpec
 
     corpora = {name: parse_dataclass(CorpusSpec, spec, path=f"table2.corpora.{name}").validate(
         f"table2.corpora.{name}") for name, spec in (node.get("corpora") or {}).items()}
