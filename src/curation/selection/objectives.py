@@ -31,6 +31,9 @@ from curation.selection.config import DIVERSITIES
 # Upper bound on the elements of one temporary (G, S, x) tensor; masks are
 # evaluated in chunks of G so a step never allocates more (64M floats = 256 MB).
 _MAX_CHUNK_ELEMENTS = 1 << 26
+# Facility location keeps the (N, R) item-to-reference similarities when they fit
+# in this many entries (2^28 float32 = 1 GiB): a step is then a gather-max.
+_MAX_REFERENCE_SIMS = 1 << 28
 
 
 def derive_seed(*parts: int) -> int:
@@ -119,6 +122,14 @@ class Objective:
         return self.unit[idx]
 
     @functools.cached_property
+    def reference_sims(self) -> torch.Tensor | None:
+        """cos(z_i, r) for every item and reference point (N, R), once per block; None above 2^28 entries."""
+        r = self.reference.shape[0]
+        if self.n * r > _MAX_REFERENCE_SIMS:
+            return None
+        return (self.unit @ self.reference.T).contiguous()
+
+    @functools.cached_property
     def unit_mean(self) -> torch.Tensor:
         """(1/N) sum_{i in D} unit_i, so Eq. 4's sum form is s_U . unit_mean / (2 S)."""
         return self.unit.mean(0)
@@ -140,6 +151,10 @@ class Objective:
 
     def facility_location(self, idx: torch.Tensor) -> torch.Tensor:
         """Standard facility location (coverage): mean_r max_{j in U} cos(z_r, z_j) over the reference points."""
+        sims = self.reference_sims
+        if sims is not None:
+            # max over the set of each reference point's similarity, without materialising (G, S, R)
+            return F.embedding_bag(idx, sims, mode="max").mean(1)
         g, s = idx.shape
         ref_t = self.reference.T  # (d, R)
         step = _chunk_len(s * (ref_t.shape[1] + self.d))
