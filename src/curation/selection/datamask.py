@@ -60,15 +60,15 @@ def gumbel_top_k(logits: torch.Tensor, k: int, g: int, generator: torch.Generato
     Exponential race (equivalent to Gumbel-top-k): with E_i ~ Exp(1) i.i.d., the
     items in increasing order of E_i / e^{L_i} are a sequential Plackett-Luce
     draw. E = -log(U) needs one log per key; the keys log(U) * e^{L_max - L_i}
-    are float32 (U in (0, 1], so no log(0)); e^{L_max - L} is computed once per
-    step over the items and capped at e^80, i.e. items more than 80 nats below
-    the best are treated as 80 below (their draw probability < 1e-34 either way).
-    Returns the item ids in draw order, shape (g, k).
+    are float32; e^{L_max - L} is computed once per step over the items and
+    capped at e^80 (items more than 80 nats below the best have draw probability
+    < 1e-34 either way); U = 0 (probability 2^-24) is clamped to the smallest
+    float32. Returns the item ids in draw order, shape (g, k).
     """
     lg = logits.float()
     inv_w = torch.exp((lg.max() - lg).clamp_max(80.0))  # (n,)
     keys = torch.rand((g, lg.shape[0]), dtype=torch.float32, device=lg.device, generator=generator)
-    keys = torch.log1p(-keys).mul_(inv_w)  # log(1 - rand) = log U, U in (0, 1]
+    keys.clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w)
     return torch.topk(keys, k, dim=1, sorted=True).indices
 
 
