@@ -256,20 +256,20 @@ def disf_offdiag_all(x: torch.Tensor, picks: list[int]) -> torch.Tensor:
     ys = xs - mu  # (m, d)
     m2 = (ys * ys).sum(0)  # (d,)
     y = x - mu  # (c, d)
-    v = (m2 + y * y * (m / n)) / (n - 1)  # (c, d)
-    w = 1.0 / (v + DISF_EPS)
-    delta = y / n
-    wd = w * delta
-    q = (wd * delta).sum(1)  # (c,)
-    p = ys @ wd.T  # (m, c)
+    # w = 1 / (v + eps), v = (M2 + y^2 m / n) / (n - 1); few full (c, d) passes, all in place
+    w = torch.mul(y, y).mul_(m / (n * (n - 1))).add_(m2 / (n - 1) + DISF_EPS).reciprocal_()
+    # sum_k C_kk^2 = sum_k (v w)^2 = sum_k (1 - eps w)^2
+    diag2 = w.shape[1] - 2.0 * DISF_EPS * w.sum(1) + DISF_EPS**2 * (w * w).sum(1)
     iu = torch.triu_indices(m, m)
-    pairs = ys[iu[0]] * ys[iu[1]]  # (m(m+1)/2, d)
-    a = pairs @ w.T  # (pairs, c)
-    g_s = a - p[iu[0]] - p[iu[1]] + q  # (pairs, c)
-    weight = torch.where(iu[0] == iu[1], 1.0, 2.0).to(x.dtype).unsqueeze(1)
-    fro2 = (weight * g_s * g_s).sum(0) + 2.0 * ((n - 1) * (p - q)).pow(2).sum(0) + ((n - 1) ** 2 * q) ** 2
-    diag = v * w
-    return fro2 / (n - 1) ** 2 - (diag * diag).sum(1)
+    a = (ys[iu[0]] * ys[iu[1]]) @ w.T  # (pairs, c): the one large product of a pick
+    wy = w.mul_(y)  # w y (w no longer needed)
+    p = (ys @ wy.T).div_(n)  # (m, c): sum_k w y_a delta
+    q = torch.einsum("cd,cd->c", wy, y).div_(n * n)  # sum_k w delta^2
+    g_s = a.sub_(p[iu[0]]).sub_(p[iu[1]]).add_(q)  # (pairs, c)
+    g_s.mul_(g_s)
+    g_s[iu[0] != iu[1]] *= 2.0
+    fro2 = g_s.sum(0) + 2.0 * (n - 1) ** 2 * (p - q).pow_(2).sum(0) + ((n - 1) ** 2 * q) ** 2
+    return fro2 / (n - 1) ** 2 - diag2
 
 
 def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
