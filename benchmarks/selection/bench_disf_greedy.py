@@ -50,7 +50,8 @@ def main() -> None:
     parser.add_argument("--dims", default="384,768")
     parser.add_argument("--batches-768", type=int, default=1,
                         help="batches at d=768 (the official run takes ~4x longer per batch than at 384)")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (1: on a shared, loaded 2-core machine 2 threads ran 10x slower)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--no-mlflow", action="store_true")

@@ -264,7 +264,7 @@ def disf_offdiag_all(x: torch.Tensor, picks: list[int]) -> torch.Tensor:
     a = (ys[iu[0]] * ys[iu[1]]) @ w.T  # (pairs, c): the one large product of a pick
     wy = w.mul_(y)  # w y (w no longer needed)
     p = (ys @ wy.T).div_(n)  # (m, c): sum_k w y_a delta
-    q = torch.einsum("cd,cd->c", wy, y).div_(n * n)  # sum_k w delta^2
+    q = (wy * y).sum(1).div_(n * n)  # sum_k w delta^2
     g_s = a.sub_(p[iu[0]]).sub_(p[iu[1]]).add_(q)  # (pairs, c)
     g_s.mul_(g_s)
     g_s[iu[0] != iu[1]] *= 2.0

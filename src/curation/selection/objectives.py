@@ -153,8 +153,12 @@ class Objective:
         """Standard facility location (coverage): mean_r max_{j in U} cos(z_r, z_j) over the reference points."""
         sims = self.reference_sims
         if sims is not None:
-            # max over the set of each reference point's similarity, without materialising (G, S, R)
-            return F.embedding_bag(idx, sims, mode="max").mean(1)
+            # per set: gather its S rows of the (N, R) table and take the max over them
+            # (index_select + amax per row is ~2x faster than embedding_bag(mode="max") on CPU)
+            out = torch.empty((idx.shape[0], sims.shape[1]), dtype=sims.dtype, device=sims.device)
+            for g in range(idx.shape[0]):
+                torch.amax(sims.index_select(0, idx[g]), 0, out=out[g])
+            return out.mean(1)
         g, s = idx.shape
         ref_t = self.reference.T  # (d, R)
         step = _chunk_len(s * (ref_t.shape[1] + self.d))
