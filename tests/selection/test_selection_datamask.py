@@ -133,9 +133,13 @@ def test_datamask_history_and_determinism(clustered):
     np.testing.assert_array_equal(a.indices, b.indices)
     assert not np.array_equal(a.indices, c.indices)
     h = a.history
-    assert list(h["step"]) == [0, 10, 20, 30, 40]
+    assert list(h["step"]) == [0, 10, 20, 30, 40, 40]
+    # rows during the run evaluate the top-S; the last one is the mask actually returned (final: sample)
+    assert list(h["mask"]) == ["topk"] * 5 + ["returned"]
+    assert h["diversity"].iloc[-1] == pytest.approx(pairwise_similarity(emb, q, a.indices), rel=1e-5)
+    assert h["quality"].iloc[-1] == pytest.approx(q[a.indices].mean(), rel=1e-5)
     for col in ("joint", "quality", "diversity", "entropy", "wall_time_s", "group_joint_mean"):
-        assert h[col].notna().iloc[1:].all(), col
+        assert h[col].notna().iloc[1:-1].all(), col
     assert h["entropy"].iloc[0] == pytest.approx(np.log(400))  # zeros init: uniform softmax
     assert h["entropy"].iloc[-1] < h["entropy"].iloc[0]
     assert h["wall_time_s"].is_monotonic_increasing

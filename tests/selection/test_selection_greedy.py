@@ -26,8 +26,9 @@ def data():
         {"diversity": "fl", "lam": 0.0, "fl_reference_size": 64},
         {"diversity": "fl", "lam": 0.3, "standardize": False},
         {"diversity": "fl_sum", "lam": 0.5},
-        {"diversity": "disf", "lam": 0.0, "batch_size": 100},  # lazy heap
-        {"diversity": "disf", "lam": 0.4, "batch_size": 100},  # eager rank-1 with quality
+        {"diversity": "disf_block", "lam": 0.0, "batch_size": 100},  # lazy heap
+        {"diversity": "disf_block", "lam": 0.4, "batch_size": 100},  # eager rank-1 with quality
+        {"diversity": "disf", "lam": 0.4, "batch_size": 100},  # closed-form Gram, per-set standardisation
         {"diversity": "pws", "lam": 0.2, "first_pick": "argmax", "standardize": False},
     ],
 )

@@ -7,6 +7,7 @@ import torch
 from curation.selection.objectives import (
     Objective,
     disf,
+    disf_block,
     facility_location,
     facility_location_sum,
     joint,
@@ -67,19 +68,23 @@ def test_disf_is_frobenius_norm_of_the_covariance(size):
     rng = np.random.default_rng(1)
     emb = rng.normal(size=(80, 16)) * rng.uniform(0.5, 2, size=16) + 3
     idx = rng.choice(80, size=size, replace=False)
-    z = (emb - emb.mean(0)) / emb.std(0)  # standardised once over the block (DiSF Eq. 3)
-    cov = sum(np.outer(z[i], z[i]) for i in idx) / (len(emb) - 1)  # Eq. 4 of DATAMASK / DiSF Eq. 4
+    x = emb[idx]
+    z = (x - x.mean(0)) / np.sqrt(x.var(0, ddof=1) + 1e-8)  # standardised over U itself (DiSF Eq. 3)
+    cov = z.T @ z / (size - 1)  # DiSF Eq. 4
     assert disf(emb, None, idx) == pytest.approx(-np.linalg.norm(cov, "fro"), rel=1e-10)
+    zb = (emb - emb.mean(0)) / emb.std(0)  # disf_block: standardised once over the block
+    cov_b = sum(np.outer(zb[i], zb[i]) for i in idx) / (len(emb) - 1)
+    assert disf_block(emb, None, idx) == pytest.approx(-np.linalg.norm(cov_b, "fro"), rel=1e-10)
 
 
-@pytest.mark.parametrize("diversity", ["pws", "fl", "fl_sum", "disf"])
+@pytest.mark.parametrize("diversity", ["pws", "fl", "fl_sum", "disf", "disf_block"])
 def test_batched_objective_matches_single_sets(data, diversity):
     emb, q, _ = data
     rng = np.random.default_rng(2)
     sets = np.stack([rng.choice(60, size=10, replace=False) for _ in range(7)])
     obj = Objective(torch.tensor(emb), torch.tensor(q), diversity=diversity, lam=0.4, fl_reference_size=1000)
     batched = obj.terms(torch.tensor(sets))
-    single = {"pws": pairwise_similarity, "fl_sum": facility_location_sum, "disf": disf}
+    single = {"pws": pairwise_similarity, "fl_sum": facility_location_sum, "disf": disf, "disf_block": disf_block}
     for g, s in enumerate(sets):
         expected = (
             facility_location(emb, q, s, reference_size=1000)

@@ -107,8 +107,8 @@ def _method(runs: pd.DataFrame) -> pd.Series:
     impl = _param(runs, "selection.impl", "").astype(str)
     div = _param(runs, "selection.diversity", "").astype(str)
     label = method.copy()
-    label[method == "greedy"] = "greedy " + div[method == "greedy"] + np.where(impl[method == "greedy"] == "reference",
-                                                                               " (reference)", "")
+    label[method == "greedy"] = "greedy " + div[method == "greedy"] + np.where(
+        impl[method == "greedy"].isin(["reference", "official"]), " (" + impl[method == "greedy"] + ")", "")
     label[method == "datamask"] = "datamask " + div[method == "datamask"]
     return label
 
@@ -208,9 +208,16 @@ def fig5_quality_diversity_heatmap(runs, histories, tables) -> Report:
                   ["Paper: joint selection covers high-quality regions of many clusters; top-k quality concentrates."])
 
 
+def _lambda_form(runs: pd.DataFrame) -> pd.Series:
+    """How Eq. 12 combined the terms: the paper's raw sum, or each term standardised over random subsets."""
+    std = _param(runs, "selection.standardize", "True").astype(str).str.lower() == "true"
+    return pd.Series(np.where(std, "standardised terms (ours)", "raw terms (paper Eq. 12)"), index=runs.index)
+
+
 def fig6_lambda(runs, histories, tables) -> Report:
     table = pd.DataFrame({
         "diversity": _param(runs, "selection.diversity"), "lam": _num(_param(runs, "selection.lam")),
+        "lambda_form": _lambda_form(runs),
         "quality_mean": _metric(runs, "selected_quality_mean"), "pws": _metric(runs, "selected_pairwise_similarity"),
         "facility_location": _metric(runs, "selected_facility_location"), "disf": _metric(runs, "selected_disf"),
     }).sort_values(["diversity", "lam"]).reset_index(drop=True)

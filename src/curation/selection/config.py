@@ -22,7 +22,7 @@ from typing import Any, Mapping, Optional
 
 from curation.configuration import ConfigError, at_least, in_range, one_of, parse_dataclass
 
-DIVERSITIES = ("pws", "fl", "fl_sum", "disf")
+DIVERSITIES = ("pws", "fl", "fl_sum", "disf", "disf_block")
 METHODS = ("datamask", "greedy", "topk_quality", "random", "semdedup", "dvrl")
 
 
@@ -53,7 +53,8 @@ class ObjectiveConfig(SelectionConfig):
 
     # Diversity term (DATAMASK Eq. 4): pws (pair-wise cosine similarity), fl
     # (facility location, max-similarity coverage), fl_sum (the printed Eq. 4
-    # sum form), disf (-||C||_F, DiSF Eq. 3-5).
+    # sum form), disf (-||C(U)||_F with per-set standardisation, DiSF Eq. 3-5),
+    # disf_block (a variant standardised once per block; not DiSF's objective).
     diversity: str = "pws"
     # lambda of Eq. 12 in [0, 1]: 1.0 = quality only, 0.0 = diversity only.
     lam: float = 0.3
@@ -137,8 +138,10 @@ class GreedyConfig(ObjectiveConfig):
     """Classical greedy maximisation of the joint objective (DiSF Algorithm 1 for disf)."""
 
     method: str = "greedy"
-    # "fast" (incremental / rank-1 updates, lazy evaluation for disf) or
-    # "reference" (re-evaluate the objective from scratch for every candidate).
+    # "fast" (closed-form / rank-1 updates), "reference" (re-evaluate the objective
+    # from scratch for every candidate) or "official" (diversity=disf, lam=0 only:
+    # the official DiSF code's per-candidate recomputation, the time anchor).
+    # All three pick the same items on the same seed.
     impl: str = "fast"
     # b of DiSF Algorithm 1: contiguous batches of b items, each with its share
     # of the budget; None = 1024 for disf, the whole block otherwise.
@@ -148,7 +151,18 @@ class GreedyConfig(ObjectiveConfig):
 
     def validate(self) -> None:
         super().validate()
-        _require(self.impl in ("fast", "reference"), "impl", f"must be 'fast' or 'reference', got {self.impl!r}")
+        impls = ("fast", "reference", "official")
+        _require(self.impl in impls, "impl", f"must be one of {impls}, got {self.impl!r}")
+        _require(
+            self.impl != "official" or (self.diversity == "disf" and self.lam == 0.0),
+            "impl",
+            f"'official' is the DiSF code: needs diversity=disf and lam=0, got {self.diversity!r}, lam={self.lam}",
+        )
+        _require(
+            not (self.diversity == "disf" and self.first_pick == "argmax"),
+            "first_pick",
+            "'argmax' needs a singleton value; disf has none (per-set variance): use 'random'",
+        )
         _require(
             self.batch_size is None or self.batch_size >= 2,
             "batch_size",

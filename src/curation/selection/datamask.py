@@ -3,7 +3,10 @@
 Per block of N items we learn logits L (N,). Each step:
 
 1. batch updating (Sec. 4.3): a random fraction r of the block takes part, with
-   the budget scaled by r: S_b = round(S * N_b / N) of N_b = round(r * N) items;
+   the budget scaled by r: S_b = round(S * N_b / N) of N_b = round(r * N) items.
+   The batches are consecutive slices of one seeded random permutation per
+   "epoch" of floor(N / N_b) steps (each batch a uniform random subset, batches
+   of an epoch disjoint), so no step pays for a permutation of the block;
 2. G masks of S_b items are drawn *without replacement* from softmax(L_B)
    (Eq. 7) -- all G at once by Gumbel-top-k, whose key order is the draw order;
 3. every mask is scored with the joint objective f (Eq. 12, ``objectives.py``);
@@ -12,7 +15,9 @@ Per block of N items we learn logits L (N,). Each step:
    with the exact Plackett-Luce score function (``policy_gradient``).
 
 After E steps the final mask is sampled from softmax(L) (Algorithm 1, last
-line) or, if configured, is the top-S of L. The corpus is split into random
+line) or, if configured, is the top-S of L. History rows during the run
+evaluate the current top-S (no RNG draw, so recording never changes the run);
+the last row (``mask == "returned"``) is the value of the mask actually returned. The corpus is split into random
 blocks of ``block_size`` items with the same keep ratio (Sec. 4.3 "Splitting");
 blocks are independent (``plan_blocks`` + ``run_block`` can run in separate
 processes or devices). Every ``checkpoint_every`` steps the logits and the RNG
@@ -24,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +38,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from curation.cache import atomic_write
 from curation.selection.budget import allocate_budget
 from curation.selection.config import DataMaskConfig
 from curation.selection.objectives import Objective, derive_seed
@@ -52,13 +57,18 @@ _RESUME_FREE_KEYS = {"checkpoint_every", "checkpoint_dir", "resume", "history_ev
 def gumbel_top_k(logits: torch.Tensor, k: int, g: int, generator: torch.Generator) -> torch.Tensor:
     """G orderings of k items drawn without replacement from softmax(logits) (Eq. 7).
 
-    Adding i.i.d. Gumbel noise to the logits and taking the top-k gives exactly
-    the sequential (Plackett-Luce) draw; the rank of an item's key is its draw
-    number. Returns the item ids in draw order, shape (g, k).
+    Exponential race (equivalent to Gumbel-top-k): with E_i ~ Exp(1) i.i.d., the
+    items in increasing order of E_i / e^{L_i} are a sequential Plackett-Luce
+    draw. E = -log(U) needs one log per key; the keys log(U) * e^{L_max - L_i}
+    are float32; e^{L_max - L} is computed once per step over the items and
+    capped at e^80 (items more than 80 nats below the best have draw probability
+    < 1e-34 either way); U = 0 (probability 2^-24) is clamped to the smallest
+    float32. Returns the item ids in draw order, shape (g, k).
     """
-    u = torch.rand((g, logits.shape[0]), dtype=torch.float64, device=logits.device, generator=generator)
-    gumbel = -torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float64).tiny)))  # (3x faster than exponential_)
-    keys = logits.double().unsqueeze(0) + gumbel
+    lg = logits.float()
+    inv_w = torch.exp((lg.max() - lg).clamp_max(80.0))  # (n,)
+    keys = torch.rand((g, lg.shape[0]), dtype=torch.float32, device=lg.device, generator=generator)
+    keys.clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w)
     return torch.topk(keys, k, dim=1, sorted=True).indices
 
 
@@ -86,9 +96,24 @@ def _log_cumulative_inverse_z(log_p: torch.Tensor, log_rest: torch.Tensor) -> to
     log_p: logits of the drawn items in draw order (G, k); log_rest: log of the
     never-drawn mass (G,). Z_t = rest + sum_{t' >= t} e^{L_pi_t'}, summed from the back.
     """
-    log_tail = torch.logcumsumexp(log_p.flip(1), 1).flip(1)  # log sum_{t' >= t} e^{L_pi_t'}
+    log_tail = _logcumsumexp_rows(log_p.flip(1)).flip(1)  # log sum_{t' >= t} e^{L_pi_t'}
     log_z = torch.logaddexp(log_rest.unsqueeze(1), log_tail)  # log Z_t
-    return torch.logcumsumexp(-log_z, 1)
+    return _logcumsumexp_rows(-log_z)
+
+
+def _logcumsumexp_rows(x: torch.Tensor) -> torch.Tensor:
+    """torch.logcumsumexp(x, 1) for float64 rows, 4x faster on CPU via a shifted cumsum.
+
+    Each row is shifted by its max, so the partial sums lie in [e^-(spread), k]:
+    exact to float64 rounding while a row's spread stays below 600 nats (no
+    underflow of a whole prefix); otherwise torch.logcumsumexp is used.
+    """
+    if x.numel() == 0:
+        return x.clone()
+    top = x.amax(1, keepdim=True)
+    if not bool(((top - x.amin(1, keepdim=True)) < 600.0).all()):
+        return torch.logcumsumexp(x, 1)
+    return torch.exp(x - top).cumsum_(1).log_().add_(top)
 
 
 def plackett_luce_score(logits: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
@@ -168,12 +193,14 @@ def policy_gradient(logits: torch.Tensor, order: torch.Tensor, advantages: torch
 
 
 def group_advantage(values: torch.Tensor) -> torch.Tensor:
-    """Eq. 10: (f_j - mu_G) / sigma_G; all zeros when the group has (numerically) no spread."""
+    """Eq. 10: (f_j - mu_G) / sigma_G; all zeros when the group has (numerically) no spread.
+
+    Branch-free (torch.where), so a step never waits for the device.
+    """
     v = values.double()
     std = v.std(unbiased=False)
-    if not torch.isfinite(std) or std <= 1e-12 * max(1.0, float(v.abs().max())):
-        return torch.zeros_like(v)
-    return (v - v.mean()) / std
+    flat = ~torch.isfinite(std) | (std <= 1e-12 * v.abs().max().clamp_min(1.0))
+    return torch.where(flat, torch.zeros_like(v), (v - v.mean()) / torch.where(flat, torch.ones_like(std), std))
 
 
 def quality_init(quality: torch.Tensor, cfg: DataMaskConfig) -> torch.Tensor:
@@ -229,10 +256,8 @@ def _fingerprint(n: int, budget: int, seed: int, block_id: int, cfg: DataMaskCon
 
 
 def _atomic_save(obj: dict, path: Path) -> None:
-    # write-then-rename: a kill during the save never leaves a torn checkpoint
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    # a kill during the save never leaves a torn checkpoint (one home for atomic writes)
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 def _load_checked(path: Path, fingerprint: dict) -> dict:
@@ -285,6 +310,11 @@ def run_block(
     needed = objective.needed_terms()
     n_b = n if cfg.batch_ratio >= 1.0 else min(n, max(2, round(cfg.batch_ratio * n)))
     s_b = min(n_b - 1, max(1, round(budget * n_b / n)))  # budget scaled by r
+    if cfg.diversity == "disf" and (s_b < 2 or budget < 2):
+        raise ValueError(
+            f"selection config key 'batch_ratio': diversity=disf needs >= 2 items per sampled mask "
+            f"(per-set variance), block {block_id} gives {s_b} (budget {budget} of {n}, batch_ratio {cfg.batch_ratio})"
+        )
 
     ckpt = done = None
     fingerprint = _fingerprint(n, budget, seed, block_id, cfg)
@@ -316,14 +346,16 @@ def run_block(
     )
     t0 = time.perf_counter()
 
-    def record(step: int, group_f: torch.Tensor | None) -> None:
-        # the current top-S is evaluated (no RNG draw, so history never changes the run)
-        sel = topk_indices(logits, budget).unsqueeze(0)
+    def record(step: int, group_f: torch.Tensor | None, returned: torch.Tensor | None = None) -> None:
+        # during the run the current top-S is evaluated (no RNG draw, so history
+        # never changes the run); the final row evaluates the returned mask
+        sel = (topk_indices(logits, budget) if returned is None else returned).unsqueeze(0)
         terms = objective.terms(sel)
         rows.append(
             {
                 "block": block_id,
                 "step": step,
+                "mask": "topk" if returned is None else "returned",
                 "joint": float(objective.combine(terms, budget)[0]),
                 "quality": float(terms["quality"][0]),
                 "diversity": float(terms[cfg.diversity][0]),
@@ -338,8 +370,16 @@ def run_block(
     if start == 0:
         record(0, None)
     total = progress_total if progress_total is not None else cfg.steps
+    per_epoch = max(1, n // n_b)
+    perm, perm_epoch = None, -1
     for step in range(start, cfg.steps):
-        batch = torch.randperm(n, generator=gen, device=device)[:n_b] if n_b < n else None
+        batch = None
+        if n_b < n:
+            epoch, slot = divmod(step, per_epoch)
+            if epoch != perm_epoch:  # derived from (seed, epoch): a resumed run gets the same batches
+                perm_gen = torch.Generator(device=device).manual_seed(derive_seed(block_seed, 4, epoch))
+                perm, perm_epoch = torch.randperm(n, generator=perm_gen, device=device), epoch
+            batch = perm[slot * n_b : (slot + 1) * n_b]
         logits_b = logits if batch is None else logits[batch]
         order = gumbel_top_k(logits_b, s_b, cfg.group_size, gen)  # (G, S_b) ids into the batch
         idx = order if batch is None else batch[order]
@@ -371,6 +411,7 @@ def run_block(
         local = topk_indices(logits, budget)
     else:  # Algorithm 1: sample the final mask from softmax(L^E)
         local = gumbel_top_k(logits, budget, 1, gen)[0]
+    record(cfg.steps, None, local)
     indices = np.sort(local.cpu().numpy().astype(np.int64))
     info = {
         "block": block_id,

@@ -39,7 +39,9 @@ def diagnose(
     """Flat dict of diagnostics of the selection `indices` of the block `embeddings`.
 
     Keys: quality_mean, pairwise_similarity, facility_location, facility_location_sum,
-    disf (DATAMASK Eq. 3-4; DiSF on block-standardised features), dominance_top{k}
+    disf (DiSF Eq. 3-5: -||C(U)||_F, features standardised over the selection
+    itself; NaN for fewer than 2 items), disf_block (the block-standardised
+    variant, not DiSF's objective), dominance_top{k}
     (DiSF Sec. 2.3), mean_length and mean_length_all (DATAMASK Fig. 8) when
     `lengths` is given, source_frac/<source> when `sources` is given, size.
     """
@@ -54,7 +56,8 @@ def diagnose(
         "pairwise_similarity": float(obj.pairwise_similarity(idx)[0]),
         "facility_location": float(obj.facility_location(idx)[0]),
         "facility_location_sum": float(obj.facility_location_sum(idx)[0]),
-        "disf": float(obj.disf(idx)[0]),
+        "disf": float(obj.disf(idx)[0]) if len(idx_np) >= 2 else float("nan"),
+        "disf_block": float(obj.disf_block(idx)[0]),
     }
     for k, v in dominance_scores(emb[idx_np].numpy(), dominance_k).items():
         out[f"dominance_top{k}"] = v

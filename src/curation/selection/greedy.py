@@ -8,18 +8,25 @@ the best singleton, then each step adds the candidate x maximising
 f(U_i + {x}) where U_i is the batch's own selection and f the joint objective
 (Eq. 12) with the weights of the batch's final size.
 
-Two implementations that pick identical items on the same seed:
+Implementations (``GreedyConfig.impl``):
 
 - ``reference`` re-evaluates f from scratch for every candidate set
-  U_i + {x} (for ``disf``: the Frobenius norm of the covariance of each
-  candidate set, as the DiSF code does), via the batched ``Objective``;
-- ``fast`` updates per-candidate sufficient statistics by rank-1 steps:
-  PWS keeps s = sum of unit vectors and s.u_x; facility location keeps the
-  current coverage per reference point; the Eq. 4 sum form is modular; DiSF
-  keeps g_x = z_x^T C z_x with C = sum_{u in U} z_u z_u^T, since adding z
-  changes ||C||_F^2 by 2 z^T C z + ||z||^4 and g_x grows by (z_x . z)^2.
-  For pure DiSF (lam = 0) these costs only grow, so a lazy heap of stale
-  lower bounds refreshes only the few candidates that reach the top.
+  U_i + {x} via the batched ``Objective``;
+- ``official`` (``disf``, lam = 0 only): the official DiSF code
+  (``MediaBrain-SJTU/DiSF``, ``DISF/select_disf.py``, ``hunger_select`` and
+  ``cal_corre``) step for step, as the honest time anchor: for every candidate
+  the candidate set is re-standardised (mean, unbiased variance, eps = 1e-8),
+  its d x d correlation matrix formed, and the sum of its squared off-diagonal
+  entries compared (strict <, so ties go to the lowest position), float32;
+- ``fast`` picks the same items as ``official`` / ``reference`` on the same
+  seed. PWS keeps s = sum of unit vectors and s.u_x; facility location keeps
+  the coverage per reference point; the Eq. 4 sum form is modular;
+  ``disf_block`` keeps g_x = z_x^T C z_x (rank-1, lazy heap at lam = 0). For
+  ``disf`` (per-set standardisation) the mean and variance of U + {x} follow
+  from U's in O(d) per candidate, and ||C||_F = ||Z Z^T||_F / (n - 1) comes
+  from the n x n Gram of the standardised set, whose entries for *all*
+  candidates are one (|U|(|U|+1)/2 x d) @ (d x b) product per pick (see
+  ``_fast_disf``).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import torch
 
 from curation.selection.budget import allocate_budget
 from curation.selection.config import GreedyConfig
-from curation.selection.objectives import Objective, derive_seed
+from curation.selection.objectives import DISF_EPS, Objective, derive_seed
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +144,7 @@ def _fast_fl_sum(batch: _Batch, first: Optional[int]) -> None:
         v_sum += float(v[j])
 
 
-def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
+def _fast_disf_block(batch: _Batch, first: Optional[int]) -> None:
     z = batch.obj.standardized[batch.pool].double()  # (c, d)
     z4 = (z * z).sum(1) ** 2  # ||z_x||^4
     norm = max(batch.obj.n - 1, 1)
@@ -158,7 +165,7 @@ def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
 
 
 def _lazy_disf(batch: _Batch, first: Optional[int], z: torch.Tensor, z4: torch.Tensor) -> None:
-    """Pure DiSF: argmin of Delta_x = 2 g_x + ||z_x||^4 with a lazy heap.
+    """Pure ``disf_block``: argmin of Delta_x = 2 g_x + ||z_x||^4 with a lazy heap.
 
     Stored Delta values are lower bounds (g only grows), so a popped entry that
     is up to date is the exact argmin (ties to the lower position, via the
@@ -189,7 +196,112 @@ def _lazy_disf(batch: _Batch, first: Optional[int], z: torch.Tensor, z4: torch.T
         picked[k] = zn[j]
 
 
-_FAST = {"pws": _fast_pws, "fl": _fast_fl, "fl_sum": _fast_fl_sum, "disf": _fast_disf}
+# --- disf (per-set standardisation, DiSF Eq. 3-5) ---
+
+
+def _first(batch: _Batch, first: Optional[int]) -> int:
+    # DiSF Algorithm 1 starts from a random item; "argmax" has no meaning for a
+    # per-set variance of a single item, so it falls back to position 0.
+    return first if first is not None else 0
+
+
+def _official_disf(batch: _Batch, first: Optional[int]) -> None:
+    """``hunger_select`` + ``cal_corre`` of the official DiSF code, re-implemented line for line.
+
+    float32 like the official features; one (n x d) standardisation and one
+    d x d product per candidate; the criterion is sum_{k != l} C_kl^2 / 10^4.
+    """
+    x = batch.obj.embeddings[batch.pool].float()
+    d = x.shape[1]
+    batch.take(_first(batch, first))
+    for _ in range(1, batch.budget):
+        sel = x[torch.tensor(batch.picks, dtype=torch.long)]
+        chosen = set(batch.picks)
+        best, best_j = 10000.0, -1
+        for j in range(batch.c):
+            if j in chosen:
+                continue
+            feat = torch.cat((sel, x[j : j + 1]), 0)
+            n = feat.shape[0]
+            feat = feat - feat.mean(0, keepdim=True)
+            feat = feat / torch.sqrt(DISF_EPS + feat.var(0, keepdim=True))
+            corr = feat.t() @ feat / (n - 1)
+            # the off-diagonal entries, read as the official code does (a strided view)
+            offdiag = corr.flatten()[:-1].view(d - 1, d + 1)[:, 1:]
+            value = float(offdiag.pow(2).sum()) / 10000.0
+            batch.evaluations += 1
+            if value < best:
+                best, best_j = value, j
+        if best_j < 0:
+            raise RuntimeError("official DiSF criterion above its 10000 sentinel; cannot pick")
+        batch.take(best_j)
+
+
+def disf_offdiag_all(x: torch.Tensor, picks: list[int]) -> torch.Tensor:
+    """sum_{k != l} C_kl^2 of U + {x_j} for every row j of x (c, d), U = rows `picks`; float64.
+
+    With n = |U| + 1, y_a = x_a - mu_U, y_j = x_j - mu_U and delta_j = y_j / n, the
+    centred rows of U + {j} are y_a - delta_j and (n - 1) delta_j; the unbiased
+    variance is v_jk = (M2_k + y_jk^2 (n - 1) / n) / (n - 1) (Welford), and with
+    w_jk = 1 / (v_jk + eps) the Gram G = Z Z^T of the standardised set has
+        G_ab = A_ab - p_a - p_b + q,  G_aj = (n - 1)(p_a - q),  G_jj = (n - 1)^2 q,
+    A_ab = sum_k w y_a y_b, p_a = sum_k w y_a delta, q = sum_k w delta^2.
+    A for all candidates is one (pairs x d) @ (d x c) product. Then
+    ||C||_F^2 = ||G||_F^2 / (n - 1)^2 and C_kk = v_k w_k.
+    """
+    m = len(picks)
+    n = m + 1
+    xs = x[torch.tensor(picks, dtype=torch.long)]  # (m, d)
+    mu = xs.mean(0)
+    ys = xs - mu  # (m, d)
+    m2 = (ys * ys).sum(0)  # (d,)
+    y = x - mu  # (c, d)
+    # w = 1 / (v + eps), v = (M2 + y^2 m / n) / (n - 1); few full (c, d) passes, all in place
+    w = torch.mul(y, y).mul_(m / (n * (n - 1))).add_(m2 / (n - 1) + DISF_EPS).reciprocal_()
+    # sum_k C_kk^2 = sum_k (v w)^2 = sum_k (1 - eps w)^2
+    diag2 = w.shape[1] - 2.0 * DISF_EPS * w.sum(1) + DISF_EPS**2 * (w * w).sum(1)
+    iu = torch.triu_indices(m, m)
+    a = (ys[iu[0]] * ys[iu[1]]) @ w.T  # (pairs, c): the one large product of a pick
+    wy = w.mul_(y)  # w y (w no longer needed)
+    p = (ys @ wy.T).div_(n)  # (m, c): sum_k w y_a delta
+    q = (wy * y).sum(1).div_(n * n)  # sum_k w delta^2
+    g_s = a.sub_(p[iu[0]]).sub_(p[iu[1]]).add_(q)  # (pairs, c)
+    g_s.mul_(g_s)
+    g_s[iu[0] != iu[1]] *= 2.0
+    fro2 = g_s.sum(0) + 2.0 * (n - 1) ** 2 * (p - q).pow_(2).sum(0) + ((n - 1) ** 2 * q) ** 2
+    return fro2 / (n - 1) ** 2 - diag2
+
+
+def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
+    """Same picks as ``_official_disf`` (lam = 0) / ``reference`` (lam > 0) via ``disf_offdiag_all``.
+
+    lam = 0 ranks by the official criterion (the off-diagonal sum); lam > 0 by
+    Eq. 12 with the ``disf`` term -||C||_F = -sqrt(offdiag + sum_k C_kk^2).
+    """
+    x = batch.obj.embeddings[batch.pool].double()
+    batch.take(_first(batch, first))
+    for k in range(1, batch.budget):
+        off = disf_offdiag_all(x, batch.picks)
+        batch.evaluations += batch.c - k
+        if batch.w_q == 0:
+            score = -off
+        else:
+            n = k + 1
+            xs = x[torch.tensor(batch.picks, dtype=torch.long)]
+            y = x - xs.mean(0)
+            v = ((xs - xs.mean(0)).pow(2).sum(0) + y * y * (k / n)) / (n - 1)
+            diag = v / (v + DISF_EPS)
+            score = batch.quality_part(k) - batch.w_d * torch.sqrt(off + (diag * diag).sum(1))
+        batch.take(_argmax_available(score, batch.taken))
+
+
+_FAST = {
+    "pws": _fast_pws,
+    "fl": _fast_fl,
+    "fl_sum": _fast_fl_sum,
+    "disf": _fast_disf,
+    "disf_block": _fast_disf_block,
+}
 
 
 def select_greedy(
@@ -218,7 +330,8 @@ def select_greedy(
             continue
         batch = _Batch(objective, pool, s_i)
         first = int(rng.integers(size)) if cfg.first_pick == "random" else None
-        (_reference if cfg.impl == "reference" else _FAST[cfg.diversity])(batch, first)
+        impl = {"reference": _reference, "official": _official_disf}.get(cfg.impl, _FAST[cfg.diversity])
+        impl(batch, first)
         ids = pool[np.asarray(batch.picks, dtype=np.int64)]
         picked.append(ids)
         evaluations += batch.evaluations

@@ -7,7 +7,8 @@ set D the function is relative to): embeddings ``(N, d)`` and quality ``(N,)``.
 - ``pairwise_similarity``  Eq. 4   -1/(2 S^2) sum_{i,j in U} cos(z_i, z_j)   (PWS)
 - ``facility_location``    coverage: mean over reference points r of max_{j in U} cos(z_r, z_j)
 - ``facility_location_sum`` Eq. 4 as printed: 1/(2 N S) sum_{i in D} sum_{j in U} cos(z_i, z_j)
-- ``disf``                 Eq. 4 / DiSF Eq. 3-5: -|| 1/(N-1) sum_{i in U} z_i^T z_i ||_F
+- ``disf``                 DiSF Eq. 3-5: -||C(U)||_F, C(U) = Z^T Z / (|U| - 1), Z standardised over U itself
+- ``disf_block``           a variant, not DiSF: -|| 1/(N-1) sum_{i in U} z_i^T z_i ||_F, z standardised once over the block
 - joint                    Eq. 12: lam * f_qua + (1 - lam) * f_div (optionally per-term standardised)
 
 The public functions ``f(embeddings, quality, indices) -> float`` evaluate one
@@ -30,6 +31,9 @@ from curation.selection.config import DIVERSITIES
 # Upper bound on the elements of one temporary (G, S, x) tensor; masks are
 # evaluated in chunks of G so a step never allocates more (64M floats = 256 MB).
 _MAX_CHUNK_ELEMENTS = 1 << 26
+# Facility location keeps the (N, R) item-to-reference similarities when they fit
+# in this many entries (2^28 float32 = 1 GiB): a step is then a gather-max.
+_MAX_REFERENCE_SIMS = 1 << 28
 
 
 def derive_seed(*parts: int) -> int:
@@ -42,11 +46,15 @@ def _chunk_len(per_mask: int) -> int:
     return max(1, _MAX_CHUNK_ELEMENTS // max(1, per_mask))
 
 
-def standardize_features(embeddings: torch.Tensor) -> torch.Tensor:
-    """DiSF Eq. 3: z = (f - mu) / sigma per dimension, with mu/sigma over the whole block.
+# The official DiSF code (select_disf.py, cal_corre) divides by sqrt(eps + var) with this eps.
+DISF_EPS = 1e-8
 
-    Standardising once per block (not per candidate set) keeps the DiSF objective
-    a function of the set alone, exactly updatable by rank-1 steps.
+
+def standardize_features(embeddings: torch.Tensor) -> torch.Tensor:
+    """Block standardisation for ``disf_block``: z = (f - mu) / sigma with mu/sigma over the whole block.
+
+    This is *not* DiSF's Eq. 3 (which standardises over the evaluated set, see
+    ``Objective.disf``); it makes ``disf_block`` exactly updatable by rank-1 steps.
     """
     mean = embeddings.mean(0, keepdim=True)
     std = embeddings.std(0, unbiased=False, keepdim=True)
@@ -64,7 +72,8 @@ class Objective:
     where mu/sd are the term's mean/std over ``scale_samples`` uniformly random
     subsets of the same size S (estimated once per size from a seeded RNG), so
     ``lam`` weighs one random-subset standard deviation of each term whatever the
-    metric's scale. With ``standardize=False`` it is the paper's raw Eq. 12.
+    metric's scale. With ``standardize=False`` it is the paper's raw Eq. 12. With
+    lam = 0 or 1 only one term counts and it is left raw either way.
     """
 
     def __init__(
@@ -101,7 +110,7 @@ class Objective:
 
     @functools.cached_property
     def standardized(self) -> torch.Tensor:
-        """DiSF-standardised features (N, d), mean/std over the block."""
+        """Block-standardised features (N, d) of ``disf_block``, mean/std over the block."""
         return standardize_features(self.embeddings)
 
     @functools.cached_property
@@ -111,6 +120,14 @@ class Objective:
         gen = torch.Generator().manual_seed(derive_seed(self.seed, 1))
         idx = torch.randperm(self.n, generator=gen)[:r].to(self.embeddings.device)
         return self.unit[idx]
+
+    @functools.cached_property
+    def reference_sims(self) -> torch.Tensor | None:
+        """cos(z_i, r) for every item and reference point (N, R), once per block; None above 2^28 entries."""
+        r = self.reference.shape[0]
+        if self.n * r > _MAX_REFERENCE_SIMS:
+            return None
+        return (self.unit @ self.reference.T).contiguous()
 
     @functools.cached_property
     def unit_mean(self) -> torch.Tensor:
@@ -134,6 +151,14 @@ class Objective:
 
     def facility_location(self, idx: torch.Tensor) -> torch.Tensor:
         """Standard facility location (coverage): mean_r max_{j in U} cos(z_r, z_j) over the reference points."""
+        sims = self.reference_sims
+        if sims is not None:
+            # per set: gather its S rows of the (N, R) table and take the max over them
+            # (index_select + amax per row is ~2x faster than embedding_bag(mode="max") on CPU)
+            out = torch.empty((idx.shape[0], sims.shape[1]), dtype=sims.dtype, device=sims.device)
+            for g in range(idx.shape[0]):
+                torch.amax(sims.index_select(0, idx[g]), 0, out=out[g])
+            return out.mean(1)
         g, s = idx.shape
         ref_t = self.reference.T  # (d, R)
         step = _chunk_len(s * (ref_t.shape[1] + self.d))
@@ -155,17 +180,41 @@ class Objective:
         return (s @ self.unit_mean) / (2.0 * idx.shape[1])
 
     def disf(self, idx: torch.Tensor) -> torch.Tensor:
-        """DiSF Eq. 3-5 / DATAMASK Eq. 4: -|| 1/(N-1) sum_{i in U} z_i^T z_i ||_F, N = block size.
+        """DiSF Eq. 3-5: -||C(U)||_F with C(U) = Z^T Z / (|U| - 1), Z standardised over U.
 
-        z are the block-standardised features (standardised once per block). With
-        X the (S, d) features of U, ||X^T X||_F = ||X X^T||_F, so the (S, S) Gram
-        matrix is used when S < d (O(S^2 d) instead of O(S d^2)).
-        Difference from the official DiSF code: it re-standardises the features of
-        every candidate set and drops the diagonal of the covariance; here the
-        standardisation is fixed per block and the diagonal is kept, which makes
-        the objective a pure set function with exact rank-1 updates. DiSF's own
-        Eq. 4 divides by |U| - 1 instead of N - 1; for sets of a fixed size that
-        is a constant factor and changes no argmax.
+        Per set U (a row of ``idx``, |U| = S >= 2): mu and var are the mean and the
+        unbiased variance of U's own features per dimension, z = (x - mu) /
+        sqrt(var + eps) with eps = 1e-8 as in the official code (``cal_corre``), so
+        trace(C) = d up to eps and, by Lemma 1, ||C||_F^2 - d is the spread of C's
+        eigenvalues. ||Z^T Z||_F = ||Z Z^T||_F, so the (S, S) Gram matrix is used
+        when S < d (O(S^2 d) per set instead of O(S d^2)). The official code ranks
+        candidates by the off-diagonal sum of C_kl^2, which is ||C||_F^2 minus
+        sum_k (var_k / (var_k + eps))^2 = d - O(eps / var): the same ordering
+        except at eps-level near-ties (the greedy uses the official form).
+        """
+        g, s = idx.shape
+        if s < 2:
+            raise ValueError(f"disf needs sets of >= 2 items (per-set variance), got sets of {s}")
+        per_mask = s * (s + 2 * self.d) if s < self.d else 2 * s * self.d + self.d * self.d
+        step = _chunk_len(per_mask)
+        out = []
+        for a in range(0, g, step):
+            x = self.embeddings[idx[a : a + step]]  # (g, S, d)
+            x = x - x.mean(1, keepdim=True)
+            var = (x * x).sum(1, keepdim=True) / (s - 1)
+            z = x * torch.rsqrt(var + DISF_EPS)
+            m = z @ z.transpose(1, 2) if s < self.d else z.transpose(1, 2) @ z  # (g, S, S) or (g, d, d)
+            out.append(torch.linalg.matrix_norm(m, ord="fro"))
+        return -torch.cat(out) / (s - 1)
+
+    def disf_block(self, idx: torch.Tensor) -> torch.Tensor:
+        """A block-standardised variant of DiSF (not the paper's): -|| 1/(N-1) sum_{i in U} z_i^T z_i ||_F.
+
+        z are standardised once over the block (N items), and the sum keeps the
+        diagonal, so trace(C) is not fixed: sum ||z_i||^4 dominates at small sets
+        and the term favours items near the block mean rather than decorrelated
+        ones. Kept because it is a pure set function with exact rank-1 updates
+        (``greedy`` fast path); use ``disf`` for DiSF.
         """
         g, s = idx.shape
         per_mask = s * (s + self.d) if s < self.d else s * self.d + self.d * self.d
@@ -186,6 +235,7 @@ class Objective:
             "fl": self.facility_location,
             "fl_sum": self.facility_location_sum,
             "disf": self.disf,
+            "disf_block": self.disf_block,
         }
 
     def needed_terms(self) -> tuple[str, ...]:
@@ -217,7 +267,9 @@ class Objective:
     def weights(self, size: int) -> tuple[float, float, float]:
         """(w_q, w_div, offset) with joint = w_q * quality + w_div * diversity + offset, for sets of `size`."""
         w_q, w_d, offset = self.lam, 1.0 - self.lam, 0.0
-        if not self.standardize:
+        if not self.standardize or self.lam in (0.0, 1.0):
+            # one term alone: rescaling it changes no argmax and no group advantage,
+            # so its random-subset statistics are not computed (greedy/DataMask overhead)
             return w_q, w_d, offset
         stats = self.term_stats(size)
         (mq, sq), (md, sd) = stats["quality"], stats[self.diversity]
@@ -289,9 +341,15 @@ def facility_location_sum(embeddings, quality, indices) -> float:
 
 
 def disf(embeddings, quality, indices) -> float:
-    """DiSF Eq. 3-5: -||(1/(N-1)) sum_{i in U} z_i^T z_i||_F, features standardised over all of `embeddings`."""
+    """DiSF Eq. 3-5: -||C(U)||_F, features standardised over the selected set U itself (|U| >= 2)."""
     obj, idx = _single(embeddings, quality, indices)
     return float(obj.disf(idx)[0])
+
+
+def disf_block(embeddings, quality, indices) -> float:
+    """Block-standardised variant (not DiSF): -||(1/(N-1)) sum_{i in U} z_i^T z_i||_F, z over all of `embeddings`."""
+    obj, idx = _single(embeddings, quality, indices)
+    return float(obj.disf_block(idx)[0])
 
 
 def joint(

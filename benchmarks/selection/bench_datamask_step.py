@@ -1,0 +1,115 @@
+"""DataMask step time over the matmul floor, for PWS, facility location and DiSF (issue 13, benchmark b).
+
+The floor is one (G x N_b) @ (N_b x d) float32 matmul -- the cost of scoring G
+masks over the N_b items of a step as a dense product -- timed in the same
+process. A step's time is measured over whole ``run_block`` calls: (time of
+3 + K steps - time of 3 steps) / K, so set-up (objective state, facility-location
+similarities to the reference points, computed once per block) and the final
+sample are excluded. Also reports the DiSF step as a multiple of the PWS step.
+Synthetic clustered unit vectors (timing only). Writes
+benchmarks/results/datamask_step.csv and .png and logs them to MLflow.
+
+    .venv/bin/python benchmarks/selection/bench_datamask_step.py   # N = 100k, d = 384, G = 128, r = 0.05, 10%
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from curation.selection.config import parse_config  # noqa: E402
+from curation.selection.datamask import run_block  # noqa: E402
+from curation.selection.synthetic import clustered_unit_vectors  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def floor_ms(g: int, n_b: int, d: int, repeats: int = 20) -> float:
+    a, b = torch.rand(g, n_b), torch.rand(n_b, d)
+    a @ b
+    t = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return (time.perf_counter() - t) / repeats * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--d", type=int, default=384)
+    parser.add_argument("--group-size", type=int, default=128)
+    parser.add_argument("--batch-ratio", type=float, default=0.05)
+    parser.add_argument("--keep", type=float, default=0.1)
+    parser.add_argument("--steps", default="pws:20,fl:20,disf:3", help="diversity:K timed steps")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--no-mlflow", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    emb, q, _ = clustered_unit_vectors(args.n, args.d, n_clusters=50, seed=0)
+    emb_t, q_t = torch.from_numpy(emb), torch.tensor(q, dtype=torch.float32)
+    budget = int(args.keep * args.n)
+    n_b = round(args.batch_ratio * args.n)
+    rows = []
+    for spec in args.steps.split(","):
+        div, k = spec.split(":")
+        k = int(k)
+        load0 = loadavg()
+        times = {}
+        for steps in (3, 3 + k):
+            cfg = parse_config("datamask", {"diversity": div, "lam": 0.0, "steps": steps, "group_size": args.group_size,
+                                            "batch_ratio": args.batch_ratio, "history_every": 10**9})
+            t = time.perf_counter()
+            run_block(emb_t, q_t, budget, cfg, seed=0)
+            times[steps] = time.perf_counter() - t
+        step_ms = (times[3 + k] - times[3]) / k * 1e3
+        fl = floor_ms(args.group_size, n_b, args.d)
+        rows.append({"diversity": div, "n": args.n, "d": args.d, "group_size": args.group_size, "batch_items": n_b,
+                     "mask_items": round(budget * n_b / args.n), "timed_steps": k, "step_ms": round(step_ms, 2),
+                     "floor_matmul_ms": round(fl, 2), "step_over_floor": round(step_ms / fl, 2),
+                     "threads": args.threads, "loadavg_before": load0, "loadavg_after": loadavg()})
+        print(rows[-1], flush=True)
+    pws = next((r["step_ms"] for r in rows if r["diversity"] == "pws"), None)
+    for r in rows:
+        r["step_over_pws_step"] = round(r["step_ms"] / pws, 2) if pws else None
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv_path, png_path = args.out / "datamask_step.csv", args.out / "datamask_step.png"
+    with open(csv_path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    ax.bar([r["diversity"] for r in rows], [r["step_over_floor"] for r in rows], color="tab:blue")
+    ax.axhline(2.0, color="tab:red", ls="--", label="goal: 2x floor")
+    ax.set_yscale("log")
+    ax.set_ylabel("step time / (G x N_b) @ (N_b x d) matmul")
+    ax.set_title(f"DataMask step, N={args.n}, d={args.d}, G={args.group_size}, r={args.batch_ratio}, "
+                 f"{args.keep:.0%} kept\nload {rows[0]['loadavg_before']}", fontsize=8)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=120)
+    print(f"wrote {csv_path} and .png")
+    if not args.no_mlflow:
+        from curation.tracking.benchmarks import log_benchmark
+
+        metrics = {f"{r['diversity']}_{k}": r[k] for r in rows for k in ("step_ms", "step_over_floor", "step_over_pws_step")
+                   if r[k] is not None}
+        log_benchmark("datamask_step_over_floor", files=[csv_path, png_path], params={**vars(args), "out": str(args.out)},
+                      metrics=metrics, tags={"paper": "DATAMASK", "data": "synthetic clustered unit vectors (timing)"})
+
+
+if __name__ == "__main__":
+    main()
