@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import mlflow
+import pytest
 
 from curation.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 from curation.tracking.summary import NOTE_TAG
@@ -72,3 +73,18 @@ def test_kedro_run_names_the_run_after_its_params_and_logs_its_inputs(project):
     assert "curation: ingest finished" in out and "30 rows" in out
     assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["corpus"]
     assert json.loads(run.inputs.dataset_inputs[0].dataset.profile)["num_rows"] == 30
+
+
+@pytest.mark.parametrize("max_docs", [-3, 0, 2.5, True])
+def test_a_bad_max_docs_is_named_at_ingest(max_docs):
+    import pandas as pd
+
+    from curation.nodes.ingest import ingest_documents
+    from tests.conftest import CORPUS_SHARDS
+
+    data = {"id_column": "id", "text_column": "text", "max_docs": max_docs}
+    raw = {shard.stem: (lambda shard=shard: pd.read_parquet(shard)) for shard in CORPUS_SHARDS}
+    with pytest.raises(ValueError, match=r"data\.max_docs must be a positive integer or null.*got"):
+        ingest_documents(raw, data)
+    documents, _, metrics = ingest_documents(raw, {**data, "max_docs": 7})
+    assert len(documents) == 7 and metrics["rows_kept"] == 7
