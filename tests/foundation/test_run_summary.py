@@ -50,7 +50,8 @@ def test_curate_prints_a_summary_and_names_the_run(project):
     for text in ("curation: ingest finished", "read", "40 rows from 1 of 4 shards", "kept", "40 (100.0%)",
                  "data/02_intermediate/default/rejected_documents.parquet", run.info.run_id,
                  f"mlflow ui --backend-store-uri sqlite:///{project}/mlruns/mlflow.db",
-                 f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs/{run.info.run_id}"):
+                 f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs/{run.info.run_id}",
+                 f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"):
         assert text in out, (text, out[-3000:])
     # ... and the same summary is the run's description in MLflow.
     note = run.data.tags[NOTE_TAG]

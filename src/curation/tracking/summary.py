@@ -144,12 +144,24 @@ def mlflow_ui_command(tracking_uri: str) -> str | None:
     return f"mlflow ui --backend-store-uri {shlex.quote(tracking_uri)} --port 5000"
 
 
+def _ui_base(record: RunRecord) -> str:
+    uri = record.tracking_uri or ""
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+
+
 def run_url(record: RunRecord) -> str | None:
     if not (record.run_id and record.experiment_id and record.tracking_uri):
         return None
-    base = (record.tracking_uri.rstrip("/") if record.tracking_uri.startswith(("http://", "https://"))
-            else "http://127.0.0.1:5000")
-    return f"{base}/#/experiments/{record.experiment_id}/runs/{record.run_id}"
+    return f"{_ui_base(record)}/#/experiments/{record.experiment_id}/runs/{record.run_id}"
+
+
+def runs_table_url(record: RunRecord) -> str | None:
+    """The experiment's runs table. ``workflowType=machine_learning``: MLflow 3.17's UI shows the view
+    its sidebar toggle last had in this browser (GenAI by default), whatever the experiment's kind tag
+    says (mlflow/mlflow#24498)."""
+    if not (record.experiment_id and record.tracking_uri):
+        return None
+    return f"{_ui_base(record)}/#/experiments/{record.experiment_id}/runs?workflowType=machine_learning"
 
 
 def build_sections(record: RunRecord) -> list[Section]:
@@ -177,7 +189,10 @@ def build_sections(record: RunRecord) -> list[Section]:
             rows.append(("open the UI", command))
         url = run_url(record)
         if url:
-            rows.append(("then browse", url))
+            rows.append(("this run", url))
+        table = runs_table_url(record)
+        if table:
+            rows.append(("all runs", table))
         sections.append(Section("MLflow", rows))
     return sections
 
