@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import time
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +25,48 @@ os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+# Marks every process this test run starts (see tests/processes.py and pytest_sessionfinish below).
+from tests.processes import MARKER_ENV, marked_processes  # noqa: E402
+
+os.environ[MARKER_ENV] = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+_STARTED_DURING: dict[int, str] = {}  # pid of a live child -> the test it appeared in
+LEFTOVER_GRACE_S = 15.0
+
+
+@pytest.fixture(autouse=True)
+def _note_new_processes(request: pytest.FixtureRequest):
+    """Remember in which test each process of the run appeared (for the session-end report)."""
+    yield
+    for pid in marked_processes(os.environ[MARKER_ENV], exclude={os.getpid()}):
+        _STARTED_DURING.setdefault(pid, request.node.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a process it started outlives it (a server, a worker, a browser): kill it and say
+    which test started it. Orphans count too: they are found by the variable they inherited."""
+    me = os.getpid()
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    left = marked_processes(os.environ[MARKER_ENV], exclude={me})
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = marked_processes(os.environ[MARKER_ENV], exclude={me})
+    if not left:
+        return
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    lines = [f"  pid {pid} (from {_STARTED_DURING.get(pid, 'a session fixture')}): {cmd[:200]}"
+             for pid, cmd in sorted(left.items())]
+    message = "processes started by the tests outlived them (now killed):\n" + "\n".join(lines)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(message, red=True, bold=True)
+    else:
+        print(message)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

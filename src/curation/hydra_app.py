@@ -80,11 +80,10 @@ def job_params(cfg: DictConfig) -> dict[str, Any]:
                                       f"{sweep_dir.parent.name}_{sweep_dir.name}/{hydra_cfg.job.num}")
         if not params["tracking"].get("parent_run_id"):
             params["tracking"]["parent_run_id"] = parent_run_from_env()
-        if not params["tracking"].get("run_name"):
-            params["tracking"]["run_name"] = f"{params['pipeline']} #{hydra_cfg.job.num} " + " ".join(
-                hydra_cfg.overrides.task)
-        params["tracking"]["tags"] = {**params["tracking"].get("tags", {}), "hydra.job.num": hydra_cfg.job.num,
-                                      "hydra.overrides": " ".join(hydra_cfg.overrides.task)}
+        params["tracking"]["tags"] = {**params["tracking"].get("tags", {}), "hydra.job.num": hydra_cfg.job.num}
+    # The MLflow run is named after them (curation.tracking.naming.run_name).
+    params["tracking"]["tags"] = {**params["tracking"].get("tags", {}),
+                                  "hydra.overrides": " ".join(hydra_cfg.overrides.task)}
     return params
 
 

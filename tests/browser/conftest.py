@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.foundation.test_servers import _free_port, _get_json
+from tests.processes import start_in_group, stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -124,8 +125,8 @@ class Server:
         self._log = self.log_path.open("w")
         self._ready = (ready_path, data)
         env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-        self.process = subprocess.Popen([a.replace("{port}", str(self.port)) for a in args], cwd=cwd, env=env,
-                                        stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = start_in_group([a.replace("{port}", str(self.port)) for a in args], cwd=cwd, env=env,
+                                      stdout=self._log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout_s: float = 120) -> str:
         """Poll the ready endpoint (bounded); return the base URL."""
@@ -137,18 +138,11 @@ class Server:
         return self.url
 
     def stop(self) -> None:
-        """SIGTERM the whole process group (mlflow runs uvicorn as a child), SIGKILL if it lingers."""
-        for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.process.wait(timeout=wait_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        self._log.close()
+        """SIGTERM the whole process group (mlflow runs uvicorn as a child), SIGKILL what lingers."""
+        try:
+            stop_group(self.process)
+        finally:
+            self._log.close()
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import pytest
 from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
 from tests.conftest import CORPUS_DIR
+from tests.processes import MARKER_ENV, marked_processes, start_in_group, stop_group
 
 BIN = Path(sys.executable).parent
 
@@ -51,20 +52,18 @@ def _get_json(url: str, timeout_s: float = 60.0, data: bytes | None = None) -> d
 
 
 def _serve(args: list[str], cwd: Path) -> subprocess.Popen:
+    """The server in its own process group: its workers are stopped with it (``_stop``)."""
     env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     log = (cwd / "server.log").open("w")  # read back when the server does not come up
-    return subprocess.Popen(args, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return start_in_group(args, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def _stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
+    stop_group(process)
 
 
 def test_kedro_viz_lists_the_pipelines(project):
+    before = set(marked_processes(os.environ[MARKER_ENV]))
     port = _free_port()
     server = _serve([str(BIN / "kedro"), "viz", "run", "--host", "127.0.0.1", "--port", str(port), "--no-browser"],
                     project)
@@ -74,6 +73,9 @@ def test_kedro_viz_lists_the_pipelines(project):
         raise AssertionError((project / "server.log").read_text()[-3000:]) from exc
     finally:
         _stop(server)
+    # Nothing of the server is left: kedro viz's uvicorn worker outlived a SIGTERM of its parent alone.
+    left = {pid: cmd for pid, cmd in marked_processes(os.environ[MARKER_ENV]).items() if pid not in before}
+    assert not left, f"kedro viz left processes behind: {left}"
     assert {"__default__", "ingest"} <= {p["id"] for p in main["pipelines"]}
     names = {n["name"] for n in main["nodes"]}
     assert {"ingest_documents_node", "compute_document_statistics_node", "documents"} <= names

@@ -152,6 +152,14 @@ def test_diagnostics(data):
     assert d["source_frac/web"] + d["source_frac/books"] == pytest.approx(1.0)
     assert d["source_frac/web"] == pytest.approx(np.mean(sources[sel.indices] == "web"))
     assert 0 < d["dominance_top1"] < d["dominance_top10"] <= 1
+    # The reference subsets of the same size: top-k is the best possible mean quality, and both
+    # are scored by the same objectives as the selection.
+    top = np.sort(np.argsort(-q, kind="stable")[:50])
+    assert d["topk/quality_mean"] == pytest.approx(np.sort(q)[-50:].mean())
+    assert d["topk/pairwise_similarity"] == pytest.approx(pairwise_similarity(emb, q, top))
+    assert d["topk/quality_mean"] >= d["quality_mean"] and d["topk/quality_mean"] > d["random/quality_mean"]
+    assert set(d) >= {f"{ref}/{name}" for ref in ("random", "topk")
+                      for name in ("quality_mean", "pairwise_similarity", "facility_location", "disf")}
 
 
 def test_dominance_score_definition():

@@ -42,6 +42,8 @@ def ingest_documents(
         keep_columns=tuple(data.get("keep_columns") or ()),
     )
     max_docs = data.get("max_docs")
+    if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs < 1):
+        raise ValueError(f"data.max_docs must be a positive integer or null (all documents), got {max_docs!r}")
     seen: set[str] = set()
     kept_parts, rejected_parts, report = [], [], ValidationReport()
     kept_total, shards_read = 0, 0

@@ -43,7 +43,10 @@ def diagnose(
     itself; NaN for fewer than 2 items), disf_block (the block-standardised
     variant, not DiSF's objective), dominance_top{k}
     (DiSF Sec. 2.3), mean_length and mean_length_all (DATAMASK Fig. 8) when
-    `lengths` is given, source_frac/<source> when `sources` is given, size.
+    `lengths` is given, source_frac/<source> when `sources` is given, size;
+    and the same five objectives of the two reference subsets of the same size
+    that every table of DATAMASK/DiSF compares against: random/<objective> (a
+    seeded uniform sample) and topk/<objective> (the highest-quality documents).
     """
     emb = torch.as_tensor(np.asarray(embeddings), dtype=torch.float64)
     q = torch.as_tensor(np.asarray(quality), dtype=torch.float64)
@@ -59,6 +62,19 @@ def diagnose(
         "disf": float(obj.disf(idx)[0]) if len(idx_np) >= 2 else float("nan"),
         "disf_block": float(obj.disf_block(idx)[0]),
     }
+    size = len(idx_np)
+    if 0 < size < len(q):
+        references = {
+            "random": np.sort(np.random.default_rng([int(seed), 104729]).choice(len(q), size=size, replace=False)),
+            "topk": np.sort(np.argsort(-q.numpy(), kind="stable")[:size]),
+        }
+        for name, ref in references.items():
+            ref_idx = torch.from_numpy(ref.astype(np.int64)).unsqueeze(0)
+            out[f"{name}/quality_mean"] = float(obj.quality_mean(ref_idx)[0])
+            out[f"{name}/pairwise_similarity"] = float(obj.pairwise_similarity(ref_idx)[0])
+            out[f"{name}/facility_location"] = float(obj.facility_location(ref_idx)[0])
+            out[f"{name}/facility_location_sum"] = float(obj.facility_location_sum(ref_idx)[0])
+            out[f"{name}/disf"] = float(obj.disf(ref_idx)[0])
     for k, v in dominance_scores(emb[idx_np].numpy(), dominance_k).items():
         out[f"dominance_top{k}"] = v
     if lengths is not None:

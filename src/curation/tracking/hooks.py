@@ -8,7 +8,11 @@ What a run gets, by the name of a node output:
 ``*_plots``    dict of name -> Figure -> ``plots/<name>/<key>.png`` artifacts
 ``*_table``    DataFrame -> ``tables/<name>.csv`` artifact
 
-Params: the whole composed config, flattened (``data.max_docs``). Under a
+Params: the whole composed config, flattened (``data.max_docs``). The run is
+named after what ran (:mod:`curation.tracking.naming`); the corpus and each
+pipeline's free inputs are logged as MLflow dataset inputs (name, content
+digest, row count); at the end the run's summary (:mod:`curation.tracking.summary`)
+is printed and stored as the run's description. Under a
 Hydra sweep the run is a child of the sweep's parent run
 (``tracking.parent_run_id``). We use a small hook rather than kedro-mlflow:
 kedro-mlflow 2.0.3 needs ``nested: False`` under Hydra sweeps and its own
@@ -17,18 +21,28 @@ kedro-mlflow 2.0.3 needs ``nested: False`` under Hydra sweeps and its own
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
 from numbers import Number
+from pathlib import Path
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
+from curation.config_loader import COMPOSED_KEY
 from curation.paths import project_root
+from curation.tracking.naming import overrides_from, run_name
 from curation.tracking.store import params_for_mlflow, parent_run_from_env, setup_experiment
+from curation.tracking.summary import NOTE_TAG, RunRecord, print_summary, relative, to_markdown
 
 log = logging.getLogger(__name__)
+
+# Outputs that are figures, tables or numbers (MLflow holds them); the rest are data a user opens.
+_NOT_DATA = ("_plot", "_plots", "_table", "_metrics", "_history")
+_SAMPLE_ROWS = 4096  # arrays above _FULL_HASH_BYTES are fingerprinted on this many evenly spaced rows
+_FULL_HASH_BYTES = 256 * 2**20
 
 
 def _finite(items: Any) -> list[tuple[str, float]]:
@@ -38,6 +52,54 @@ def _finite(items: Any) -> list[tuple[str, float]]:
 
 def _base_name(dataset_name: str) -> str:
     return dataset_name.rsplit(".", 1)[-1]
+
+
+def _filepath(catalog: Any, name: str) -> str | None:
+    try:
+        dataset = catalog[name]
+    except Exception:  # not in the catalog: a MemoryDataset made on the fly
+        return None
+    path = getattr(dataset, "_filepath", None)
+    if path is None:
+        try:
+            path = dataset._describe().get("filepath")
+        except Exception:
+            path = None
+    return None if path is None else str(path)
+
+
+def dataset_entity(name: str, data: Any, source: str | None) -> Any:
+    """An MLflow ``Dataset`` for a DataFrame or array: a content digest, the row count and the columns.
+
+    DataFrames are hashed on ``id`` and ``text`` when they have them (as the result cache
+    keys are), else on every column; arrays on their bytes (sampled rows above 256 MiB).
+    """
+    import hashlib
+
+    import numpy as np
+    import pandas as pd
+    from mlflow.entities import Dataset
+
+    from curation.cache import array_digest, frame_fingerprint
+
+    profile: dict[str, Any] = {}
+    if isinstance(data, pd.DataFrame):
+        columns = [c for c in ("id", "text") if c in data.columns] or list(data.columns)
+        try:
+            digest = frame_fingerprint(data, columns)
+        except TypeError:  # unhashable cells (lists): hash their text form
+            digest = frame_fingerprint(data[columns].astype(str), columns)
+        profile = {"num_rows": len(data), "columns": [str(c) for c in data.columns]}
+    elif isinstance(data, np.ndarray):
+        sampled = data.nbytes > _FULL_HASH_BYTES and data.ndim >= 1
+        rows = data[np.linspace(0, len(data) - 1, _SAMPLE_ROWS).astype(np.int64)] if sampled else data
+        digest = hashlib.sha256((array_digest(rows) + str(data.shape) + str(data.dtype)).encode()).hexdigest()
+        profile = {"num_rows": int(data.shape[0]) if data.ndim else 1, "shape": list(data.shape),
+                   "dtype": str(data.dtype), **({"digest_of": f"{_SAMPLE_ROWS} sampled rows"} if sampled else {})}
+    else:
+        return None
+    return Dataset(name=name, digest=digest[:16], source_type="local",
+                   source=json.dumps({"uri": source or name}), profile=json.dumps(profile))
 
 
 class MlflowTrackingHook:
@@ -51,50 +113,104 @@ class MlflowTrackingHook:
         self._run_id: str | None = None
         self._started = 0.0
         self._owns_run = False
+        self._record: RunRecord | None = None
+        self._free_inputs: set[str] = set()
+        self._logged_inputs: set[str] = set()
+        self._catalog: Any = None
 
     @hook_impl
     def after_context_created(self, context: Any) -> None:
         self._context = context
+
+    def _root(self) -> Path:
+        return project_root() if self._context is None else Path(self._context.project_path)
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
         import mlflow
 
         self._reset()
+        self._started = time.perf_counter()
         params = self._context.params if self._context is not None else {}
         tracking = params.get("tracking") or {}
+        names = [n or "__default__" for n in (run_params.get("pipeline_names")
+                                              or [run_params.get("pipeline_name") or "__default__"])]
+        root = self._root()
+        self._catalog = catalog
+        self._free_inputs = {n for n in pipeline.inputs() if not n.startswith("params:") and n != "parameters"}
+        outputs = {}
+        for name in sorted(pipeline.outputs()):
+            path = None if _base_name(name).endswith(_NOT_DATA) else _filepath(catalog, name)
+            if path:
+                outputs[name] = relative(path, root)
+        figures = sorted({str(Path(relative(p, root)).parent) for n in pipeline.outputs()
+                          if _base_name(n).endswith(("_plot", "_plots")) and (p := _filepath(catalog, n))})
+        if figures:
+            outputs["figures"] = ", ".join(figures)
+        self._record = RunRecord(pipelines=names, params=params, outputs=outputs)
         if not tracking.get("enabled", True):
             return
-        root = project_root() if self._context is None else self._context.project_path
         experiment_id = setup_experiment(tracking, root)
-        names = run_params.get("pipeline_names") or [run_params.get("pipeline_name") or "__default__"]
-        run_name = tracking.get("run_name") or "+".join(n or "__default__" for n in names)
+        user_tags = {str(k): str(v) for k, v in (tracking.get("tags") or {}).items()}
+        overrides = overrides_from(user_tags, run_params.get("runtime_params"), COMPOSED_KEY)
+        name = tracking.get("run_name") or run_name(names, params, overrides, user_tags.get("hydra.job.num"))
         parent = tracking.get("parent_run_id") or parent_run_from_env()
         tags = {
             "kedro.session_id": str(run_params.get("session_id")),
-            "kedro.pipelines": ",".join(n or "__default__" for n in names),
+            "kedro.pipelines": ",".join(names),
             "curation.namespace": str((params.get("run") or {}).get("namespace", "default")),
-            **{str(k): str(v) for k, v in (tracking.get("tags") or {}).items()},
+            **user_tags,
         }
         nested = mlflow.active_run() is not None
-        run = mlflow.start_run(experiment_id=experiment_id, run_name=run_name, nested=nested,
+        run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=nested,
                                parent_run_id=parent, tags=tags)
         self._run_id = run.info.run_id
         self._owns_run = True
-        self._started = time.perf_counter()
+        self._record.run_id, self._record.run_name = self._run_id, run.info.run_name
+        self._record.experiment_id, self._record.tracking_uri = experiment_id, mlflow.get_tracking_uri()
         client = mlflow.MlflowClient()
         items = list(params_for_mlflow(params).items())
         from mlflow.entities import Param
 
         for start in range(0, len(items), 100):
             client.log_batch(self._run_id, params=[Param(k, v) for k, v in items[start:start + 100]])
-        log.info("MLflow run %s in experiment %s (%s)", self._run_id, tracking.get("experiment_name"),
+        log.info("MLflow run %s (%s) in experiment %s (%s)", self._run_id, name, tracking.get("experiment_name"),
                  mlflow.get_tracking_uri())
 
+    def _log_dataset(self, name: str, data: Any, context: str, source: str | None) -> None:
+        """Log ``data`` as an MLflow dataset input of the run (once per name); never fails the run."""
+        if self._run_id is None or name in self._logged_inputs:
+            return
+        self._logged_inputs.add(name)
+        try:
+            import mlflow
+            from mlflow.entities import DatasetInput, InputTag
+
+            entity = dataset_entity(name, data, source)
+            if entity is not None:
+                mlflow.MlflowClient().log_inputs(
+                    self._run_id, datasets=[DatasetInput(entity, [InputTag("mlflow.data.context", context)])])
+        except Exception as exc:  # a lineage record must not stop the pipeline
+            log.warning("could not log dataset %s to MLflow: %s", name, exc)
+
     @hook_impl
-    def after_node_run(self, node: Any, outputs: dict[str, Any]) -> None:
+    def after_dataset_loaded(self, dataset_name: str, data: Any, node: Any) -> None:
+        if dataset_name in self._free_inputs and self._catalog is not None:
+            self._log_dataset(_base_name(dataset_name), data, "input", _filepath(self._catalog, dataset_name))
+
+    @hook_impl
+    def after_node_run(self, node: Any, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        for name, value in outputs.items():
+            if self._record is not None and _base_name(name).endswith("_metrics") and isinstance(value, dict):
+                self._record.metrics[_base_name(name)] = dict(_finite(value.items()))
         if self._run_id is None:
             return
+        raw = [n for n in inputs if _base_name(n) == "raw_documents"]
+        documents = next((v for n, v in outputs.items() if _base_name(n) == "documents"), None)
+        if raw and documents is not None:
+            # The raw shards load lazily; the corpus's fingerprint is that of the documents read from it.
+            source = str(((self._record.params if self._record else {}).get("data") or {}).get("path", "corpus"))
+            self._log_dataset("corpus", documents, "corpus", source)
         import mlflow
         from mlflow.entities import Metric
 
@@ -121,16 +237,30 @@ class MlflowTrackingHook:
                 client.log_text(self._run_id, value.to_csv(index=False), f"tables/{base}.csv")
 
     def _end(self, status: str) -> None:
-        if self._run_id is None or not self._owns_run:
-            return
-        import mlflow
+        record = self._record
+        seconds = time.perf_counter() - self._started
+        if record is not None:
+            record.seconds, record.status = seconds, status
+        if self._run_id is not None and self._owns_run:
+            import mlflow
 
-        mlflow.MlflowClient().log_metric(self._run_id, "pipeline_seconds", time.perf_counter() - self._started)
-        active = mlflow.active_run()
-        if active is not None and active.info.run_id == self._run_id:
-            mlflow.end_run(status=status)
-        else:
-            mlflow.MlflowClient().set_terminated(self._run_id, status=status)
+            client = mlflow.MlflowClient()
+            client.log_metric(self._run_id, "pipeline_seconds", seconds)
+            if record is not None:
+                try:
+                    client.set_tag(self._run_id, NOTE_TAG, to_markdown(record))
+                except Exception as exc:  # the description is a convenience, the run is what matters
+                    log.warning("could not store the run summary in MLflow: %s", exc)
+            active = mlflow.active_run()
+            if active is not None and active.info.run_id == self._run_id:
+                mlflow.end_run(status=status)
+            else:
+                client.set_terminated(self._run_id, status=status)
+        if record is not None:
+            try:
+                print_summary(record)
+            except Exception as exc:
+                log.warning("could not print the run summary: %s", exc)
         self._reset()
 
     @hook_impl

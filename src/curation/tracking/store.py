@@ -8,6 +8,11 @@ from typing import Any, Mapping
 
 PARENT_RUN_ENV = "CURATION_MLFLOW_PARENT_RUN_ID"
 MAX_PARAM_VALUE = 6000  # MLflow's limit for one param value
+# MLflow 3's UI opens an experiment on its GenAI views (traces, latency) unless the experiment's
+# ``mlflow.experimentKind`` tag says it holds model-training runs: then it opens on the runs table.
+# (The values are the UI's ExperimentKind enum: "custom_model_development" = "Machine learning".)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 
 
 def resolve_uri(uri: str, root: Path) -> str:
@@ -40,17 +45,24 @@ def setup_experiment(tracking: Mapping[str, Any], root: Path) -> str:
     mlflow.set_tracking_uri(resolve_uri(str(tracking["uri"]), root))
     name = str(tracking.get("experiment_name") or "curation")
     experiment = mlflow.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
-    try:
-        return mlflow.create_experiment(
-            name, artifact_location=resolve_artifact_location(str(tracking["artifact_location"]), root)
-        )
-    except Exception:  # another process of the same sweep created it first
-        experiment = mlflow.get_experiment_by_name(name)
-        if experiment is None:
-            raise
-        return experiment.experiment_id
+    if experiment is None:
+        try:
+            experiment_id = mlflow.create_experiment(
+                name, artifact_location=resolve_artifact_location(str(tracking["artifact_location"]), root),
+                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+            )
+        except Exception:  # another process of the same sweep created it first
+            experiment = mlflow.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+            experiment_id = experiment.experiment_id
+    else:
+        experiment_id = experiment.experiment_id
+    if experiment is not None and EXPERIMENT_KIND_TAG not in (experiment.tags or {}):
+        # Stores made before the tag existed (or by MLflow itself) get it on their next run;
+        # a kind the user chose in the UI is kept.
+        mlflow.MlflowClient().set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return experiment_id
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

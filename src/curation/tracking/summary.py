@@ -1,0 +1,270 @@
+"""The closing summary of a run: what it read, kept, scored, pruned and selected, where the
+outputs are, and how to open the run in MLflow.
+
+Built from the ``*_metrics`` dicts the nodes return (by output name), printed with
+``rich`` at the end of every ``curate`` / ``kedro run``, and stored as the MLflow run's
+description (the ``mlflow.note.content`` tag, shown as markdown on the run page).
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+# selection.diversity -> the diagnostics key of that measure, and which way is "more diverse".
+DIVERSITY_KEYS = {
+    "pws": ("pairwise_similarity", "lower = more diverse"),
+    "fl": ("facility_location", "higher = more diverse"),
+    "fl_sum": ("facility_location_sum", "higher = more diverse"),
+    "disf": ("disf", "higher = more diverse"),
+}
+NOTE_TAG = "mlflow.note.content"
+_HANDLED = {"ingest_metrics", "document_stats_metrics", "embedding_metrics", "scoring_metrics",
+            "pruning_metrics", "selection_run_metrics", "selection_metrics"}
+
+
+@dataclass
+class Section:
+    title: str
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    # Optional comparison table: header + rows of cells.
+    table: tuple[list[str], list[list[str]]] | None = None
+
+
+@dataclass
+class RunRecord:
+    """What a pipeline run produced, gathered by the tracking hook."""
+
+    pipelines: list[str]
+    params: Mapping[str, Any]
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)  # output name -> its metrics dict
+    outputs: dict[str, str] = field(default_factory=dict)  # dataset name -> file path
+    seconds: float | None = None
+    run_name: str | None = None
+    run_id: str | None = None
+    experiment_id: str | None = None
+    tracking_uri: str | None = None
+    status: str = "FINISHED"
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    value = float(value)
+    if not math.isfinite(value):
+        return str(value)
+    if value == int(value) and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:.{digits}g}" if abs(value) < 1e-2 else f"{value:,.{digits}f}".rstrip("0").rstrip(".")
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{_num(part)} ({100 * part / whole:.1f}%)" if whole else _num(part)
+
+
+def _ingest(m: dict[str, float], stats: dict[str, float]) -> Section:
+    section = Section("ingest")
+    read, kept = m.get("rows_read", 0), m.get("rows_kept", 0)
+    shards = (f" from {_num(m['shards_read'])} of {_num(m['shards_total'])} shards"
+              if "shards_read" in m and "shards_total" in m else "")
+    section.rows.append(("read", f"{_num(read)} rows{shards}"))
+    section.rows.append(("kept", _share(kept, read)))
+    reasons = {k[len("dropped_"):]: v for k, v in m.items() if k.startswith("dropped_") and v}
+    dropped = ", ".join(f"{reason} {_num(n)}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    section.rows.append(("dropped", f"{_num(m.get('rows_dropped', 0))}" + (f" ({dropped})" if dropped else "")))
+    if "sources" in stats:
+        section.rows.append(("sources", f"{_num(stats['sources'])}, {_num(stats.get('words_total'))} words"))
+    return section
+
+
+def _scoring(scoring: dict[str, float], embedding: dict[str, float]) -> Section:
+    section = Section("scoring")
+    if embedding:
+        cached = " (from cache)" if embedding.get("embedding_cache_hit") else ""
+        section.rows.append(("embedded", f"{_num(embedding.get('embedding_docs'))} docs, "
+                                         f"dim {_num(embedding.get('embedding_dim'))}{cached}"))
+    if scoring:
+        scored = embedding.get("embedding_docs")
+        nan = scoring.get("quality_nan", 0)
+        cached = " (from cache)" if scoring.get("scoring_cache_hit") else ""
+        section.rows.append(("scored", f"{_num(scored)} docs, quality mean {_num(scoring.get('quality_mean'))} "
+                                       f"on 0-15, {_num(nan)} without a score{cached}"))
+        if "roc_auc_quality" in scoring:
+            section.rows.append(("ROC-AUC", f"merged quality {_num(scoring['roc_auc_quality'])} on "
+                                            f"{_num(scoring.get('roc_auc_n_eval'))} held-out human labels"))
+    return section
+
+
+def _pruning(m: dict[str, float]) -> Section:
+    section = Section("pruning")
+    seen = m.get("docs_in", 0)
+    section.rows.append(("kept", f"{_share(m.get('kept', 0), seen)} of {_num(seen)}"))
+    cut = f" (quality < {_num(m['cut_quality'])})" if "cut_quality" in m else ""
+    section.rows.append(("pruned", f"{_num(m.get('dropped_low_quality', seen - m.get('kept', 0)))}{cut}"))
+    if "quality_mean_before" in m:
+        section.rows.append(("quality mean", f"{_num(m['quality_mean_before'])} -> {_num(m.get('quality_mean_after'))}"))
+    return section
+
+
+def _selection(run: dict[str, float], diag: dict[str, float], selection: Mapping[str, Any]) -> Section:
+    method = str(selection.get("method", "?"))
+    section = Section(f"selection ({method})")
+    if run:
+        section.rows.append(("selected", f"{_num(diag.get('selected_size', run.get('budget_docs')))} of "
+                                         f"{_num(run.get('candidates'))} candidates"
+                                         f" in {_num(run.get('selection_seconds'), 2)} s"))
+    if diag:
+        measure = str(selection.get("diversity") or "pws")
+        key, direction = DIVERSITY_KEYS.get(measure, ("pairwise_similarity", "lower = more diverse"))
+        header = ["subset", "quality mean", f"{measure} ({direction})"]
+        rows = [["selected", _num(diag.get("selected_quality_mean")), _num(diag.get(f"selected_{key}"))]]
+        for label, prefix in (("random", "selected_random_"), ("top-k quality", "selected_topk_")):
+            if f"{prefix}quality_mean" in diag:
+                rows.append([label, _num(diag[f"{prefix}quality_mean"]), _num(diag.get(f"{prefix}{key}"))])
+        section.table = (header, rows)
+    return section
+
+
+def _other(name: str, m: dict[str, float], limit: int = 8) -> Section:
+    section = Section(name.removesuffix("_metrics").replace("_", " "))
+    for key, value in list(m.items())[:limit]:
+        section.rows.append((key, _num(value)))
+    if len(m) > limit:
+        section.rows.append(("...", f"{len(m) - limit} more metrics in MLflow"))
+    return section
+
+
+def mlflow_ui_command(tracking_uri: str) -> str | None:
+    """The command that serves this store's UI (None for a remote server, which is its own UI)."""
+    if tracking_uri.startswith(("http://", "https://", "databricks")):
+        return None
+    return f"mlflow ui --backend-store-uri {shlex.quote(tracking_uri)} --port 5000"
+
+
+def _ui_base(record: RunRecord) -> str:
+    uri = record.tracking_uri or ""
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+
+
+def run_url(record: RunRecord) -> str | None:
+    if not (record.run_id and record.experiment_id and record.tracking_uri):
+        return None
+    return f"{_ui_base(record)}/#/experiments/{record.experiment_id}/runs/{record.run_id}"
+
+
+def runs_table_url(record: RunRecord) -> str | None:
+    """The experiment's runs table. ``workflowType=machine_learning``: MLflow 3.17's UI shows the view
+    its sidebar toggle last had in this browser (GenAI by default), whatever the experiment's kind tag
+    says (mlflow/mlflow#24498)."""
+    if not (record.experiment_id and record.tracking_uri):
+        return None
+    return f"{_ui_base(record)}/#/experiments/{record.experiment_id}/runs?workflowType=machine_learning"
+
+
+def build_sections(record: RunRecord) -> list[Section]:
+    m = record.metrics
+    params = record.params
+    sections = []
+    if "ingest_metrics" in m:
+        sections.append(_ingest(m["ingest_metrics"], m.get("document_stats_metrics", {})))
+    if "scoring_metrics" in m or "embedding_metrics" in m:
+        sections.append(_scoring(m.get("scoring_metrics", {}), m.get("embedding_metrics", {})))
+    if "pruning_metrics" in m:
+        sections.append(_pruning(m["pruning_metrics"]))
+    if "selection_run_metrics" in m or "selection_metrics" in m:
+        sections.append(_selection(m.get("selection_run_metrics", {}), m.get("selection_metrics", {}),
+                                   params.get("selection") or {}))
+    for name, values in m.items():
+        if name not in _HANDLED and values:
+            sections.append(_other(name, values))
+    if record.outputs:
+        sections.append(Section("outputs", [(name, path) for name, path in record.outputs.items()]))
+    if record.run_id:
+        rows = [("run", f"{record.run_name}  ({record.run_id})")]
+        command = mlflow_ui_command(record.tracking_uri or "")
+        if command:
+            rows.append(("open the UI", command))
+        url = run_url(record)
+        if url:
+            rows.append(("this run", url))
+        table = runs_table_url(record)
+        if table:
+            rows.append(("all runs", table))
+        sections.append(Section("MLflow", rows))
+    return sections
+
+
+def _title(record: RunRecord) -> str:
+    took = f" in {record.seconds:.1f} s" if record.seconds is not None else ""
+    state = "finished" if record.status == "FINISHED" else record.status.lower()
+    names = "+".join("default job" if n == "__default__" else n for n in record.pipelines)
+    return f"curation: {names} {state}{took}"
+
+
+def to_markdown(record: RunRecord, sections: list[Section] | None = None) -> str:
+    """The summary as markdown (the MLflow run description)."""
+    sections = build_sections(record) if sections is None else sections
+    lines = [f"**{_title(record)}**", ""]
+    for section in sections:
+        if section.title == "MLflow":
+            continue  # the reader is already on the run page
+        lines.append(f"#### {section.title}")
+        lines.extend(f"- {key}: `{value}`" if section.title == "outputs" else f"- {key}: {value}"
+                     for key, value in section.rows)
+        if section.table:
+            header, rows = section.table
+            lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            lines += ["| " + " | ".join(row) + " |" for row in rows]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def print_summary(record: RunRecord, console: Any = None) -> list[Section]:
+    """Print the summary with rich; return its sections."""
+    import sys
+
+    from rich import box
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.table import Table
+
+    sections = build_sections(record)
+    # Counts go in a panel; paths and commands below it, unwrapped, so that they can be copied.
+    plain = [section for section in sections if section.title in ("outputs", "MLflow")]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="cyan", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for section in sections:
+        if section in plain:
+            continue
+        grid.add_row(f"[bold]{section.title}[/bold]", "")
+        for key, value in section.rows:
+            grid.add_row(f"  {key}", value)
+        if section.table:
+            header, rows = section.table
+            table = Table(*header, box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False, pad_edge=False)
+            for row in rows:
+                table.add_row(*row)
+            grid.add_row("  vs baselines", table)
+    if console is None:
+        # A log file or a pipe gets 120 columns (rich's 80 would fold the table); a terminal its own width.
+        console = Console(width=None if sys.stdout.isatty() else 120)
+    console.print(Panel(grid, title=_title(record), title_align="left", expand=False))
+    for section in plain:
+        console.print(f"[bold]{section.title}[/bold]")
+        width = max(len(key) for key, _ in section.rows)
+        for key, value in section.rows:
+            console.print(f"  [cyan]{escape(key):<{width}}[/cyan]  {escape(value)}", soft_wrap=True,
+                          highlight=False)
+    return sections
+
+
+def relative(path: str, root: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(root.resolve()))
+    except (ValueError, OSError):
+        return path

@@ -1,0 +1,91 @@
+"""What a run tells its user: the closing summary, the MLflow run's name, description and
+dataset inputs, and an experiment that the MLflow UI opens on its runs table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from curation.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+from curation.tracking.summary import NOTE_TAG
+from tests.conftest import CORPUS_DIR
+
+BIN = Path(sys.executable).parent
+
+
+def _run(args: list[str], project: Path) -> str:
+    env = {**os.environ, "CURATION_PROJECT_ROOT": str(project), "KEDRO_DISABLE_TELEMETRY": "true",
+           "COLUMNS": "160"}
+    done = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def _last_run(project: Path):
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{project}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("curation")
+    (run,) = client.search_runs([experiment.experiment_id], order_by=["start_time DESC"], max_results=1)
+    return client, experiment, run
+
+
+def test_curate_prints_a_summary_and_names_the_run(project):
+    out = _run([str(BIN / "curate"), "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.max_docs=40"], project)
+    client, experiment, run = _last_run(project)
+
+    # The experiment opens on the runs table in MLflow 3's UI, not on the GenAI overview.
+    assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    # The run's name says what ran: the pipeline and the user's overrides (a path by its last part).
+    assert run.info.run_name == "ingest path=corpus max_docs=40"
+    assert run.data.tags["hydra.overrides"] == f"pipeline=ingest data.path={CORPUS_DIR} data.max_docs=40"
+
+    # The closing summary: counts, where the outputs are, the run and how to open it.
+    rejected = project / "data/02_intermediate/default/rejected_documents.parquet"
+    assert rejected.is_file()
+    for text in ("curation: ingest finished", "read", "40 rows from 1 of 4 shards", "kept", "40 (100.0%)",
+                 "data/02_intermediate/default/rejected_documents.parquet", run.info.run_id,
+                 f"mlflow ui --backend-store-uri sqlite:///{project}/mlruns/mlflow.db",
+                 f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs/{run.info.run_id}",
+                 f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"):
+        assert text in out, (text, out[-3000:])
+    # ... and the same summary is the run's description in MLflow.
+    note = run.data.tags[NOTE_TAG]
+    assert "#### ingest" in note and "- read: 40 rows from 1 of 4 shards" in note and "rejected_documents" in note
+
+    # The corpus is a dataset input of the run: name, content digest and row count.
+    (dataset_input,) = run.inputs.dataset_inputs
+    dataset = dataset_input.dataset
+    assert dataset.name == "corpus" and len(dataset.digest) == 16
+    assert json.loads(dataset.source)["uri"] == str(CORPUS_DIR)
+    assert json.loads(dataset.profile)["num_rows"] == 40
+    assert {t.key: t.value for t in dataset_input.tags}["mlflow.data.context"] == "corpus"
+
+
+def test_kedro_run_names_the_run_after_its_params_and_logs_its_inputs(project):
+    out = _run([str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",
+                f"data.max_docs=30,data.path={CORPUS_DIR}"], project)
+    _, _, run = _last_run(project)
+    assert run.info.run_name == "ingest max_docs=30 path=corpus"
+    assert "curation: ingest finished" in out and "30 rows" in out
+    assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["corpus"]
+    assert json.loads(run.inputs.dataset_inputs[0].dataset.profile)["num_rows"] == 30
+
+
+@pytest.mark.parametrize("max_docs", [-3, 0, 2.5, True])
+def test_a_bad_max_docs_is_named_at_ingest(max_docs):
+    import pandas as pd
+
+    from curation.nodes.ingest import ingest_documents
+    from tests.conftest import CORPUS_SHARDS
+
+    data = {"id_column": "id", "text_column": "text", "max_docs": max_docs}
+    raw = {shard.stem: (lambda shard=shard: pd.read_parquet(shard)) for shard in CORPUS_SHARDS}
+    with pytest.raises(ValueError, match=r"data\.max_docs must be a positive integer or null.*got"):
+        ingest_documents(raw, data)
+    documents, _, metrics = ingest_documents(raw, {**data, "max_docs": 7})
+    assert len(documents) == 7 and metrics["rows_kept"] == 7
