@@ -4,6 +4,7 @@ from curation.datasets.atomic import AtomicDataset
 from curation.datasets.corpus import CorpusShardsDataset
 from curation.datasets.lm import LMCheckpoint, LMCheckpointDataset, PackedTokensDataset, TokenizerDataset
 from curation.datasets.numpy_array import NpyDataset
+from curation.datasets.sharded import ShardedDataset
 
 __all__ = [
     "AtomicDataset",
@@ -12,5 +13,6 @@ __all__ = [
     "LMCheckpointDataset",
     "NpyDataset",
     "PackedTokensDataset",
+    "ShardedDataset",
     "TokenizerDataset",
 ]
