@@ -21,6 +21,9 @@ class DataConfig:
     max_docs: Optional[int] = None  # keep at most this many valid documents (None = all)
     max_chars: Optional[int] = 1_000_000  # longer documents are dropped and counted (None = no limit)
     keep_columns: list[str] = field(default_factory=lambda: ["source", "url", "quality_label", "extra"])
+    engine: str = "local"  # local (one shard at a time) | ray (one Ray task per shard)
+    ray_address: Optional[str] = None  # None = a local Ray instance; "auto" or "ray://host:10001" = a cluster
+    dedup_buckets: int = 16  # hash buckets of the cross-shard duplicate-id pass (memory ~ ids / buckets)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from curation.reporting.plots import (
     plot_selection_map,
 )
 from curation.selection import diagnose, select
+from curation.shards.lineage import check_lineage
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ def select_documents(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """Run ``selection.method``; return ``selected_ids``, ``selected_documents``,
     ``selection_history`` (one row per recorded step) and ``selection_run_metrics``."""
+    check_lineage("selection", "documents", documents, {"pruned_scores": pruned_scores},
+                  aligned={"pruned_embeddings": (pruned_embeddings, "pruned_scores")})
     method = selection["method"]
     pool = candidate_pool(len(pruned_scores), budget, int(run["seed"]))
     quality = pruned_scores["quality"].to_numpy(dtype="float64")[pool]

@@ -142,13 +142,19 @@ def ingest_shards(
         stats = pass1(read)
         drops = find_duplicates(work / "buckets", out_names[:read], num_buckets)
     else:
-        # Read shards in order until max_docs documents survive dedup; pre-dedup counts are an
-        # upper bound, so each round reads just enough shards to possibly reach the cap.
+        # Read shards in order until max_docs documents survive dedup. Pre-dedup counts bound the
+        # post-dedup ones from above, so the (all-bucket) dedup pass runs only once they reach the cap.
         read, stats, drops = 0, [], {}
-        batch = 1 if engine.engine == "local" else 2  # Ray: a couple of shards per round keeps both CPUs busy
-        while read < len(renamed) and sum(kept_after_dedup(stats, drops)) < max_docs:
+        batch = 1 if engine.engine == "local" else 2  # Ray: two shards per round keep both CPUs busy
+        while read < len(renamed):
             read = min(len(renamed), read + batch)
             stats = pass1(read)
+            if sum(int(s["rows_kept"]) for s in stats) < max_docs:
+                continue
+            drops = find_duplicates(work / "buckets", out_names[:read], num_buckets)
+            if sum(kept_after_dedup(stats, drops)) >= max_docs:
+                break
+        else:
             drops = find_duplicates(work / "buckets", out_names[:read], num_buckets)
     kept_counts = kept_after_dedup(stats, drops)
     limits: dict[str, int] = {}
