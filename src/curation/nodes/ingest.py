@@ -62,7 +62,7 @@ def ingest_documents(
     tasks = [ShardTask(shard_id, load) for shard_id, load in raw_documents.items()]
     result = ingest_shards(tasks, config, work_dir=work, max_docs=data.get("max_docs"), engine=engine,
                            num_buckets=buckets, inputs={"raw_documents": raw_fp})
-    for scratch in ("validated", "rejected_pass1", "buckets"):
+    for scratch in ("validated", "kept_rows", "rejected_pass1", "buckets"):
         shutil.rmtree(work / scratch, ignore_errors=True)
     log.info("ingest: %s", result.metrics)
     return result.documents, result.rejected, result.metrics

@@ -7,8 +7,9 @@ Three steps, each per shard or per bucket, so none holds the corpus or a set of 
    rows go to ``<work>/validated``, the rejections to ``<work>/rejected_pass1``, and the kept ids
    to hash buckets (:mod:`curation.shards.dedup`).
 2. **dedup** (per bucket): later copies of an id, "first one wins" in shard-then-row order.
-3. **finish** (per shard, local or Ray): drop those copies (counted ``dropped_duplicate_id``),
-   apply ``max_docs``, add ``category``; write ``documents`` and ``rejected`` shards.
+3. **finish**: shards with copies to drop (counted ``dropped_duplicate_id``) or cut by
+   ``max_docs`` are rewritten (per shard, local or Ray); every other validated shard is already
+   in the final format and is adopted by a hard link (no second read or write of its text).
 
 With ``max_docs`` the validate step reads shards in order only until enough documents are kept,
 as the whole-frame loop does; shards past the cap are not read and not counted.
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -66,44 +69,79 @@ def _validate_shard(frame: pd.DataFrame, name: str, *, config: ValidationConfig,
                                                 row_numbers=True)
     partition_ids(kept["id"], shard=name, shard_index=shard_index[name], bucket_dir=bucket_dir,
                   num_buckets=num_buckets)
-    return ShardResult({"validated": kept, "rejected": rejected}, report.as_metrics())
+    rows = kept.pop("_row").to_numpy(dtype=np.int64)  # input row of each kept row, to order rejections later
+    if "extra" in kept.columns:
+        kept["category"] = category(kept["extra"])
+    # ``validated`` is already in the final documents format: a shard without duplicates or cap
+    # is adopted as it is (a hard link), not read and written again.
+    return ShardResult({"validated": kept, "kept_rows": rows, "rejected": rejected}, report.as_metrics())
 
 
-def _load_validated(work: str, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _load_validated(work: str, name: str) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
     return (pd.read_parquet(Path(work) / "validated" / "shards" / f"{name}.parquet"),
+            np.load(Path(work) / "kept_rows" / "shards" / f"{name}.npy"),
             pd.read_parquet(Path(work) / "rejected_pass1" / "shards" / f"{name}.parquet"))
 
 
-def _finish_shard(loaded: tuple[pd.DataFrame, pd.DataFrame], name: str, *, drops: dict[str, np.ndarray],
-                  limits: dict[str, int], source: dict[str, str], pass1: dict[str, dict]) -> ShardResult:
-    kept, rejected = loaded
-    drop_rows = drops.get(name, np.empty(0, dtype=np.int64))
-    is_dup = np.zeros(len(kept), dtype=bool)
-    is_dup[drop_rows] = True
-    dup_rejected = pd.DataFrame({
-        "id": kept.loc[is_dup, "id"].astype("string"),
-        "reason": pd.Series(["duplicate_id"] * int(is_dup.sum()), dtype="string", index=kept.index[is_dup]),
-        "source_file": pd.Series([source[name]] * int(is_dup.sum()), dtype="string", index=kept.index[is_dup]),
-        "_row": kept.loc[is_dup, "_row"],
-    })
-    rejected = pd.concat([rejected, dup_rejected], ignore_index=True).sort_values("_row", kind="stable")
-    kept = kept[~is_dup]
-    stats = dict(pass1[name])
-    stats["dropped_duplicate_id"] = stats.get("dropped_duplicate_id", 0) + int(is_dup.sum())
-    stats["rows_dropped"] = stats.get("rows_dropped", 0) + int(is_dup.sum())
-    stats["rows_kept"] = stats["rows_kept"] - int(is_dup.sum())
-    limit = limits.get(name)
-    if limit is not None and len(kept) > limit:
+def _final_stats(stats: dict, duplicates: int, kept: int, limit: int | None) -> tuple[dict, int]:
+    """Pass-1 counts plus the duplicates and the cap; returns (stats, rows to keep)."""
+    stats = dict(stats)
+    stats["dropped_duplicate_id"] = stats.get("dropped_duplicate_id", 0) + duplicates
+    stats["rows_dropped"] = stats.get("rows_dropped", 0) + duplicates
+    stats["rows_kept"] = stats["rows_kept"] - duplicates
+    keep = kept - duplicates
+    if limit is not None and keep > limit:
         # Rows past the cap are not read, not dropped: report them as unread (as the whole-frame loop).
-        surplus = len(kept) - limit
-        kept = kept.iloc[:limit]
+        surplus = keep - limit
         stats["rows_kept"] -= surplus
         stats["rows_read"] -= surplus
-    documents = kept.drop(columns="_row").reset_index(drop=True)
-    if "extra" in documents.columns:
-        documents["category"] = category(documents["extra"])
+        keep = limit
+    return stats, keep
+
+
+def _finish_shard(loaded: tuple[pd.DataFrame, np.ndarray, pd.DataFrame], name: str, *,
+                  drops: dict[str, np.ndarray], limits: dict[str, int], source: dict[str, str],
+                  pass1: dict[str, dict]) -> ShardResult:
+    kept, rows, rejected = loaded
+    is_dup = np.zeros(len(kept), dtype=bool)
+    is_dup[drops.get(name, np.empty(0, dtype=np.int64))] = True
+    n_dup = int(is_dup.sum())
+    dup_rejected = pd.DataFrame({
+        "id": pd.Series(kept["id"].to_numpy()[is_dup], dtype="string"),
+        "reason": pd.Series(["duplicate_id"] * n_dup, dtype="string"),
+        "source_file": pd.Series([source[name]] * n_dup, dtype="string"),
+        "_row": rows[is_dup],
+    })
+    rejected = pd.concat([rejected, dup_rejected], ignore_index=True).sort_values("_row", kind="stable")
+    stats, keep = _final_stats(pass1[name], n_dup, len(kept), limits.get(name))
+    documents = kept[~is_dup].iloc[:keep].reset_index(drop=True)
     return ShardResult({"documents": documents, "rejected": rejected.drop(columns="_row").reset_index(drop=True)},
                        stats)
+
+
+def _adopt_shard(work: Path, name: str, stats: dict, limit: int | None) -> None:
+    """Finish a shard with no duplicate and no cap in the driver: hard-link its validated file
+    as the documents shard (same bytes, same digest), rewrite its (small) rejections."""
+    documents, rejected = ShardWriter(work / "documents"), ShardWriter(work / "rejected")
+    validated = ShardWriter(work / "validated")
+    if documents.is_complete(name) and rejected.is_complete(name):
+        return
+    stats, _ = _final_stats(stats, 0, int(stats["rows_kept"]), limit)
+    target = documents.shard_path(name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.link")
+    if tmp.exists():
+        tmp.unlink()
+    try:
+        os.link(validated.shard_path(name), tmp)
+    except OSError:  # another file system: copy
+        shutil.copyfile(validated.shard_path(name), tmp)
+    os.replace(tmp, target)
+    rej = pd.read_parquet(ShardWriter(work / "rejected_pass1").shard_path(name)).drop(columns="_row")
+    rej_info = rejected.write(name, rej)
+    documents.write_stats(name, stats)
+    documents.mark_complete(validated.completed(name))
+    rejected.mark_complete(rej_info)
 
 
 def ingest_shards(
@@ -129,7 +167,8 @@ def ingest_shards(
     index = {n: i for i, n in enumerate(out_names)}
     validate = partial(_validate_shard, config=config, source=source, bucket_dir=str(work / "buckets"),
                        shard_index=index, num_buckets=num_buckets)
-    pass1_outputs = {"validated": (work / "validated", "frame"), "rejected": (work / "rejected_pass1", "frame")}
+    pass1_outputs = {"validated": (work / "validated", "frame"), "kept_rows": (work / "kept_rows", "array"),
+                     "rejected": (work / "rejected_pass1", "frame")}
 
     def pass1(upto: int) -> list[dict]:
         return run_shards(validate, renamed[:upto], pass1_outputs, engine, desc="ingest validate")
@@ -170,9 +209,15 @@ def ingest_shards(
     named_drops = {out_names[i]: rows for i, rows in drops.items() if i < used}
     pass1_stats = {out_names[i]: stats[i] for i in range(used)}
     finish = partial(_finish_shard, drops=named_drops, limits=limits, source=source, pass1=pass1_stats)
-    final_tasks = [ShardTask(n, partial(_load_validated, str(work), n)) for n in out_names[:used]]
+    needs_rewrite = [n for n in out_names[:used]
+                     if n in named_drops or (n in limits and limits[n] < kept_counts[index[n]])]
+    for n in out_names[:used]:
+        if n not in needs_rewrite:
+            _adopt_shard(work, n, pass1_stats[n], limits.get(n))
+    final_tasks = [ShardTask(n, partial(_load_validated, str(work), n)) for n in needs_rewrite]
     outputs = {"documents": (work / "documents", "frame"), "rejected": (work / "rejected", "frame")}
-    per_shard = run_shards(finish, final_tasks, outputs, engine, desc="ingest finish")
+    run_shards(finish, final_tasks, outputs, engine, desc="ingest finish")
+    per_shard = [ShardWriter(work / "documents").stats(n) for n in out_names[:used]]
     digest = config_key(config.__dict__, max_docs, num_buckets)
     documents = ShardWriter(work / "documents").finalize(
         out_names[:used], stage="ingest", inputs=inputs, config_digest=digest, remake=INGEST_REMAKE)
