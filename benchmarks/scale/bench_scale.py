@@ -170,6 +170,7 @@ def main() -> None:
     parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
     parser.add_argument("--out", type=Path, default=RESULTS / "scale.csv")
     parser.add_argument("--no-mlflow", action="store_true")
+    parser.add_argument("--no-whole-frame", action="store_true", help="skip the whole-frame baseline (it holds the corpus)")
     args = parser.parse_args()
 
     rows: list[dict] = []
@@ -185,7 +186,7 @@ def main() -> None:
 
     for i, n in enumerate(args.sizes):
         corpus = make_corpus(n, args.corpus_dir / f"{n}")
-        engines = list(args.engines) + (["whole_frame"] if i == 0 else [])
+        engines = list(args.engines) + (["whole_frame"] if i == 0 and not args.no_whole_frame else [])
         for engine in engines:
             with tempfile.TemporaryDirectory(dir=args.corpus_dir) as work:
                 before = loadavg()
