@@ -41,10 +41,12 @@ def _runs(project: Path) -> pd.DataFrame:
 
 def _write_inputs(project: Path, documents: pd.DataFrame, scores: pd.DataFrame) -> None:
     """`documents` and `scores` where the ingest and scoring pipelines would have written them."""
-    for layer, name, frame in (("02_intermediate", "documents", documents), ("04_feature", "scores", scores)):
-        path = project / "data" / layer / "default" / f"{name}.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_parquet(path, index=False)
+    from curation.datasets import ShardedDataset
+
+    ShardedDataset(path=str(project / "data" / "02_intermediate" / "default" / "documents")).save(documents)
+    path = project / "data" / "04_feature" / "default" / "scores.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scores.to_parquet(path, index=False)
 
 
 def test_proxy_jobs_then_a_killed_and_resumed_metarater_run(project, documents, scores, monkeypatch):

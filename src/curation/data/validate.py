@@ -98,6 +98,8 @@ def validate_documents(
     *,
     source_name: str = "<frame>",
     seen_ids: set[str] | None = None,
+    check_duplicates: bool = True,
+    row_numbers: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame, ValidationReport]:
     """Validate one shard.
 
@@ -105,7 +107,10 @@ def validate_documents(
     and whichever of ``config.keep_columns`` exist; ``rejected`` has ``id``,
     ``reason`` and ``source_file`` for every dropped row. ``seen_ids`` carries
     the ids kept by earlier shards so duplicates across shards are caught; it
-    is updated in place.
+    is updated in place. ``check_duplicates=False`` leaves the ``duplicate_id`` rule to a
+    later pass over all shards (:mod:`curation.shards.dedup`: no set of every id in memory);
+    ``row_numbers=True`` adds ``_row`` (the row's position in ``frame``) to ``kept`` and
+    ``rejected`` so that pass can put its rejections back in row order.
     """
     parse_errors = frame.pop(PARSE_ERROR) if PARSE_ERROR in frame.columns else None
     if parse_errors is not None and parse_errors.notna().all():
@@ -117,11 +122,12 @@ def validate_documents(
     texts: list[str | None] = []
     ids: list[str | None] = []
     rejected: list[tuple[str | None, str]] = []
+    rejected_rows: list[int] = []
 
     raw_ids: Iterable = frame[config.id_column].tolist()
     raw_texts: Iterable = frame[config.text_column].tolist()
     broken: Iterable = parse_errors.notna().tolist() if parse_errors is not None else [False] * len(frame)
-    for raw_id, raw_text, is_broken in zip(raw_ids, raw_texts, broken):
+    for position, (raw_id, raw_text, is_broken) in enumerate(zip(raw_ids, raw_texts, broken)):
         doc_id = None if raw_id is None or (not isinstance(raw_id, str) and pd.isna(raw_id)) else str(raw_id)
         text, utf8_ok = _decode(raw_text)
         reason = None
@@ -135,14 +141,16 @@ def validate_documents(
             reason = "empty_text"
         elif config.max_chars is not None and len(text) > config.max_chars:
             reason = "too_long"
-        elif doc_id in seen:
+        elif check_duplicates and doc_id in seen:
             reason = "duplicate_id"
         if reason is None:
-            seen.add(doc_id)
+            if check_duplicates:
+                seen.add(doc_id)
             keep_mask.append(True)
         else:
             report.dropped[reason] += 1
             rejected.append((doc_id, reason))
+            rejected_rows.append(position)
             keep_mask.append(False)
         ids.append(doc_id)
         texts.append(text)
@@ -157,6 +165,8 @@ def validate_documents(
     for col in config.keep_columns:
         if col in frame.columns:
             kept[col] = frame.loc[mask, col]
+    if row_numbers:
+        kept["_row"] = pd.Series(range(len(frame)), index=frame.index, dtype="int64")[mask]
     report.rows_kept = int(mask.sum())
     rejected_frame = pd.DataFrame(
         {
@@ -165,4 +175,6 @@ def validate_documents(
             "source_file": pd.Series([source_name] * len(rejected), dtype="string"),
         }
     )
+    if row_numbers:
+        rejected_frame["_row"] = pd.Series(rejected_rows, dtype="int64")
     return kept.reset_index(drop=True), rejected_frame, report

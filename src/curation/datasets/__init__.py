@@ -5,6 +5,7 @@ from curation.datasets.corpus import CorpusShardsDataset
 from curation.datasets.folder import WorkFolderDataset
 from curation.datasets.lm import LMCheckpoint, LMCheckpointDataset, PackedTokensDataset, TokenizerDataset
 from curation.datasets.numpy_array import NpyDataset
+from curation.datasets.sharded import ShardedDataset
 
 __all__ = [
     "AtomicDataset",
@@ -13,6 +14,7 @@ __all__ = [
     "LMCheckpointDataset",
     "NpyDataset",
     "PackedTokensDataset",
+    "ShardedDataset",
     "TokenizerDataset",
     "WorkFolderDataset",
 ]

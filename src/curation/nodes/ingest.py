@@ -1,74 +1,71 @@
-"""Ingest nodes: validate the raw shards, then compute document statistics."""
+"""Ingest nodes: validate the raw shards on shards (bounded memory, resumable), then compute
+document statistics."""
 
 from __future__ import annotations
 
-import json
 import logging
+import os
+import shutil
+from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
-from tqdm.auto import tqdm
 
-from curation.data import ValidationConfig, ValidationReport, document_statistics, source_statistics, validate_documents
+from curation.cache import config_key
+from curation.data import ValidationConfig, document_statistics, source_statistics
+from curation.paths import project_root
 from curation.reporting.plots import plot_document_stats
+from curation.shards import EngineConfig, ShardedDataset, ShardTask
+from curation.shards.ingest import ingest_shards
 
 log = logging.getLogger(__name__)
 
+STAGING = Path("data") / "02_intermediate" / ".staging"  # per-run work folders of streaming stages
 
-def _category(extra: pd.Series) -> pd.Series:
-    def one(value: Any) -> str | None:
-        if not isinstance(value, str) or not value:
-            return None
+
+def raw_fingerprint(path: str, shard_ids: list[str]) -> str:
+    """Fingerprint of the raw input: shard names, plus size and mtime of local files (hashing
+    terabytes of text to name the input would cost a full read)."""
+    parts: list[Any] = [path]
+    for shard in shard_ids:
+        local = Path(shard) if Path(shard).is_absolute() else Path(path) / shard
         try:
-            parsed = json.loads(value)
-        except ValueError:
-            return None
-        return parsed.get("category") if isinstance(parsed, dict) else None
-
-    return extra.map(one).astype("string")
+            st = os.stat(local if local.exists() else shard)
+            parts.append((shard, st.st_size, st.st_mtime_ns))
+        except OSError:
+            parts.append(shard)
+    return config_key(*parts)
 
 
 def ingest_documents(
-    raw_documents: dict[str, Callable[[], pd.DataFrame]], data: dict[str, Any]
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """Read shards in order, validate, stop at ``data.max_docs`` kept documents.
+    raw_documents: dict[str, Callable[[], pd.DataFrame]], data: dict[str, Any], run: dict[str, Any] | None = None,
+) -> tuple[ShardedDataset, ShardedDataset, dict[str, float]]:
+    """Validate the shards in order (one at a time locally, or as Ray tasks with
+    ``data.engine=ray``), stop at ``data.max_docs`` kept documents.
 
-    Returns ``documents`` (``id, text`` + kept optional columns + ``category``
-    when ``extra`` carries one), ``rejected_documents`` (``id, reason,
-    source_file``) and ``ingest_metrics`` (rows read/kept, dropped per reason).
+    Returns ``documents`` and ``rejected_documents`` as sharded datasets (one output shard per
+    input shard; ``documents``: ``id, text`` + kept optional columns + ``category`` when ``extra``
+    carries one; ``rejected``: ``id, reason, source_file``) and ``ingest_metrics`` (rows
+    read/kept, dropped per reason, summed over shards). A run killed half-way resumes from its
+    staging folder (per ``run.namespace``, so parallel sweep jobs never share one) and skips the
+    shards it finished.
     """
     config = ValidationConfig(
         id_column=data["id_column"], text_column=data["text_column"], max_chars=data.get("max_chars"),
         keep_columns=tuple(data.get("keep_columns") or ()),
     )
-    max_docs = data.get("max_docs")
-    if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs < 1):
-        raise ValueError(f"data.max_docs must be a positive integer or null (all documents), got {max_docs!r}")
-    seen: set[str] = set()
-    kept_parts, rejected_parts, report = [], [], ValidationReport()
-    kept_total, shards_read = 0, 0
-    for shard_id, load in tqdm(raw_documents.items(), desc="ingest shards", unit="shard"):
-        if max_docs is not None and kept_total >= max_docs:
-            break
-        kept, rejected, shard_report = validate_documents(load(), config, source_name=shard_id, seen_ids=seen)
-        if max_docs is not None and kept_total + len(kept) > max_docs:
-            # Rows past the cap are not read, not dropped: report them as unread.
-            surplus = kept_total + len(kept) - max_docs
-            kept = kept.iloc[: len(kept) - surplus]
-            shard_report.rows_kept -= surplus
-            shard_report.rows_read -= surplus
-        kept_parts.append(kept)
-        rejected_parts.append(rejected)
-        report = report + shard_report
-        kept_total += len(kept)
-        shards_read += 1
-    documents = pd.concat(kept_parts, ignore_index=True)
-    if "extra" in documents.columns:
-        documents["category"] = _category(documents["extra"])
-    rejected = pd.concat(rejected_parts, ignore_index=True)
-    metrics = {**report.as_metrics(), "shards_read": shards_read, "shards_total": len(raw_documents)}
-    log.info("ingest: %s", metrics)
-    return documents, rejected, metrics
+    engine = EngineConfig(engine=data.get("engine") or "local", ray_address=data.get("ray_address"))
+    buckets = int(data.get("dedup_buckets") or 16)
+    raw_fp = raw_fingerprint(str(data.get("path", "")), list(raw_documents))
+    key = config_key({k: v for k, v in data.items() if k not in ("engine", "ray_address")}, raw_fp)
+    work = project_root() / STAGING / str((run or {}).get("namespace") or "default") / f"ingest-{key}"
+    tasks = [ShardTask(shard_id, load) for shard_id, load in raw_documents.items()]
+    result = ingest_shards(tasks, config, work_dir=work, max_docs=data.get("max_docs"), engine=engine,
+                           num_buckets=buckets, inputs={"raw_documents": raw_fp})
+    for scratch in ("validated", "kept_rows", "rejected_pass1", "buckets"):
+        shutil.rmtree(work / scratch, ignore_errors=True)
+    log.info("ingest: %s", result.metrics)
+    return result.documents, result.rejected, result.metrics
 
 
 def compute_document_statistics(

@@ -18,6 +18,7 @@ from curation.reporting.plots import (
 )
 from curation.selection import diagnose
 from curation.selection.corpus import candidate_pool, run_selection
+from curation.shards.lineage import check_lineage
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ def select_documents(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """Run ``selection.method`` (:func:`curation.selection.corpus.run_selection`); return ``selected_ids``,
     ``selected_documents``, ``selection_history`` (one row per recorded step) and ``selection_run_metrics``."""
+    check_lineage("selection", "documents", documents, {"pruned_scores": pruned_scores},
+                  aligned={"pruned_embeddings": (pruned_embeddings, "pruned_scores")})
     bar = tqdm(desc=f"selection ({selection['method']})", unit="step")
 
     def progress(done: int, total: int) -> None:

@@ -1,4 +1,4 @@
-"""ingest: raw shards -> validated documents -> document statistics."""
+"""ingest: raw shards -> validated documents (sharded) -> document statistics."""
 
 from kedro.pipeline import Node, Pipeline
 
@@ -10,7 +10,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 ingest_documents,
-                inputs=["raw_documents", "params:data"],
+                inputs=["raw_documents", "params:data", "params:run"],
                 outputs=["documents", "rejected_documents", "ingest_metrics"],
                 name="ingest_documents_node",
             ),

@@ -1,0 +1,247 @@
+"""Per-shard stages at 100k / 300k (/ 1M) documents: wall time, docs/s per core and peak RSS
+of the whole process tree, local engine vs Ray vs today's whole-frame code.
+
+Corpus: ``make_corpus.py`` (the bundled corpus REPLICATED with new ids: for scale only).
+Each measurement runs in a fresh child process; this parent polls ``/proc`` every 0.1 s and
+sums the RSS of the child and all its descendants (Ray's raylet, GCS and workers included;
+shared pages such as Ray's object store are counted once per process that maps them, so
+the Ray numbers are an upper bound).
+
+Stages:
+
+- ``ingest``: validation of every shard + the cross-shard duplicate-id pass
+  (:func:`curation.shards.ingest.ingest_shards`); ``whole_frame`` is the ingest the project
+  had before (every shard kept, one set of all ids, ``pd.concat``), run at the smallest size.
+- ``signals``: the 11 RedPajama signals (:class:`curation.scoring.redpajama.RedPajamaSignals`)
+  per document shard (:func:`curation.shards.stages.signals_shard`), written as attribute
+  shards aligned with it; on ``--signals-docs``
+  documents (the signals are ~1 ms/document/core, so not on the whole corpus).
+
+Run only under the benchmark lock:
+
+    flock /tmp/bench.lock .venv/bin/python benchmarks/scale/bench_scale.py --sizes 100000 300000
+
+Writes benchmarks/results/scale.csv (+ .png) and logs them to MLflow (experiment ``benchmarks``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
+
+from make_corpus import make_corpus  # noqa: E402
+
+CHILD = textwrap.dedent("""
+    import json, sys, time
+    from functools import partial
+    from pathlib import Path
+    stage, engine, corpus, work, limit = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+    import pandas as pd
+    from curation.data import ValidationConfig, ValidationReport, validate_documents
+    from curation.datasets import CorpusShardsDataset
+    from curation.shards import EngineConfig, ShardResult, ShardTask, run_shards, ShardWriter, sum_stats
+    from curation.shards.ingest import ingest_shards
+    raw = CorpusShardsDataset(path=corpus).load()
+    tasks = [ShardTask(k, v) for k, v in raw.items()]
+    if limit:
+        tasks = tasks[:limit]
+    if engine == "ray":
+        import ray
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    start = time.perf_counter()
+    if stage == "ingest" and engine == "whole_frame":
+        # The ingest node as it was: every shard kept, one set of every id, pd.concat, one file each.
+        from curation.shards.ingest import category
+        seen, parts, rejects, report = set(), [], [], ValidationReport()
+        for t in tasks:
+            kept, rejected, r = validate_documents(t.load(), ValidationConfig(), source_name=t.name, seen_ids=seen)
+            parts.append(kept); rejects.append(rejected); report = report + r
+        docs = pd.concat(parts, ignore_index=True)
+        docs["category"] = category(docs["extra"])
+        docs.to_parquet(Path(work) / "documents.parquet", index=False)
+        pd.concat(rejects, ignore_index=True).to_parquet(Path(work) / "rejected.parquet", index=False)
+        rows, digest = len(docs), ""
+    elif stage == "ingest":
+        res = ingest_shards(tasks, ValidationConfig(), work_dir=work, engine=EngineConfig(engine=engine, progress=False))
+        rows, digest = len(res.documents), res.documents.fingerprint
+    else:
+        raise SystemExit(stage)
+    print(json.dumps({"rows": rows, "seconds": time.perf_counter() - start, "digest": digest}))
+""")
+
+SIGNALS_CHILD = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    engine, corpus, work, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    import pandas as pd
+    from curation.datasets import CorpusShardsDataset
+    from curation.scoring.redpajama import RedPajamaSignals
+    from curation.shards import EngineConfig, ShardTask, run_shards, ShardWriter
+    from curation.shards.stages import signals_shard
+    raw = CorpusShardsDataset(path=corpus).load()
+    tasks = [ShardTask(k, v) for k, v in raw.items()][:limit]
+    if engine == "ray":
+        import ray
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    start = time.perf_counter()
+    if engine == "whole_frame":
+        docs = pd.concat([t.load() for t in tasks], ignore_index=True)
+        frame = RedPajamaSignals().score_frame(docs["text"].tolist())
+        frame.insert(0, "id", docs["id"].to_numpy())
+        rows, digest = len(frame), ""
+    else:
+        run_shards(signals_shard, tasks, {"signals": (work, "frame")}, EngineConfig(engine=engine, progress=False))
+        w = ShardWriter(work).finalize([t.name for t in tasks], stage="signals")
+        rows, digest = w.rows, w.fingerprint
+    print(json.dumps({"rows": rows, "seconds": time.perf_counter() - start, "digest": digest}))
+""")
+
+
+def _tree_rss_kib(pid: int) -> int:
+    """RSS of ``pid`` and every descendant, from /proc (no psutil here)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        stack.extend(children.get(p, []))
+        try:
+            with open(f"/proc/{p}/status") as handle:
+                for line in handle:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def measure(argv: list[str]) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RAY_DEDUP_LOGS": "0"}
+    proc = subprocess.Popen([sys.executable, "-c", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    peak = [0]
+
+    def poll() -> None:
+        while proc.poll() is None:
+            peak[0] = max(peak[0], _tree_rss_kib(proc.pid))
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    out, err = proc.communicate()
+    thread.join()
+    if proc.returncode != 0:
+        raise RuntimeError(err[-3000:])
+    result = json.loads(out.strip().splitlines()[-1])
+    result["peak_rss_mb"] = peak[0] / 1024
+    return result
+
+
+def loadavg() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000])
+    parser.add_argument("--engines", nargs="+", default=["local", "ray"])
+    parser.add_argument("--signals-docs", type=int, default=8_000, help="documents for the signals stage (0 = skip)")
+    parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
+    parser.add_argument("--out", type=Path, default=RESULTS / "scale.csv")
+    parser.add_argument("--no-mlflow", action="store_true")
+    parser.add_argument("--no-whole-frame", action="store_true", help="skip the whole-frame baseline (it holds the corpus)")
+    args = parser.parse_args()
+
+    rows: list[dict] = []
+
+    def record(stage: str, engine: str, n: int, result: dict, cores: int, before: float) -> None:
+        row = {"stage": stage, "engine": engine, "docs": result["rows"], "corpus_docs": n,
+               "seconds": round(result["seconds"], 2),
+               "docs_per_s_per_core": round(result["rows"] / result["seconds"] / cores, 1),
+               "peak_rss_mb": round(result["peak_rss_mb"], 1), "cores": cores, "digest": result["digest"],
+               "load_before": before, "load_after": loadavg()}
+        rows.append(row)
+        print(row, flush=True)
+
+    for i, n in enumerate(args.sizes):
+        corpus = make_corpus(n, args.corpus_dir / f"{n}")
+        engines = list(args.engines) + (["whole_frame"] if i == 0 and not args.no_whole_frame else [])
+        for engine in engines:
+            with tempfile.TemporaryDirectory(dir=args.corpus_dir) as work:
+                before = loadavg()
+                result = measure([CHILD, "ingest", engine, str(corpus), work, "0"])
+                record("ingest", engine, n, result, 2 if engine == "ray" else 1, before)
+    if args.signals_docs:
+        # Shards of signals_docs / 4 rows, so two Ray workers have shards to share.
+        corpus = make_corpus(args.signals_docs, args.corpus_dir / f"signals{args.signals_docs}",
+                             rows_per_shard=max(1, args.signals_docs // 4))
+        shards = 4
+        for engine in ["whole_frame", *args.engines]:
+            with tempfile.TemporaryDirectory(dir=args.corpus_dir) as work:
+                before = loadavg()
+                result = measure([SIGNALS_CHILD, engine, str(corpus), work, str(shards)])
+                record("signals", engine, args.signals_docs, result, 2 if engine == "ray" else 1, before)
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    png = plot(rows, args.out.with_suffix(".png"))
+    if not args.no_mlflow:
+        sys.path.insert(0, str(ROOT / "src"))
+        from curation.tracking.benchmarks import log_benchmark
+
+        metrics = {f"{r['stage']}_{r['engine']}_{r['corpus_docs']}_{k}": r[k] for r in rows
+                   for k in ("seconds", "docs_per_s_per_core", "peak_rss_mb")}
+        log_benchmark("scale_shards", files=[args.out, png], metrics=metrics,
+                      params={"sizes": args.sizes, "engines": args.engines, "signals_docs": args.signals_docs})
+
+
+def plot(rows: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for engine, marker in (("local", "o"), ("ray", "s"), ("whole_frame", "^")):
+        sel = [r for r in rows if r["stage"] == "ingest" and r["engine"] == engine]
+        if sel:
+            axes[0].plot([r["corpus_docs"] for r in sel], [r["peak_rss_mb"] for r in sel], marker=marker, label=engine)
+            axes[1].plot([r["corpus_docs"] for r in sel], [r["docs_per_s_per_core"] for r in sel], marker=marker,
+                         label=engine)
+    axes[0].set(xlabel="documents (replicated corpus)", ylabel="peak RSS of the process tree (MB)",
+                title="ingest: memory", xscale="log")
+    axes[1].set(xlabel="documents (replicated corpus)", ylabel="docs/s per core", title="ingest: throughput",
+                xscale="log")
+    for ax in axes:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""Ingest validation on shards: bounded memory, resumable, same drops and counts as the
+whole-frame pass (:func:`curation.data.validate.validate_documents` over a stream of shards).
+
+Three steps, each per shard or per bucket, so none holds the corpus or a set of its ids:
+
+1. **validate** (per input shard, local or Ray): every rule except ``duplicate_id``; the kept
+   rows go to ``<work>/validated``, the rejections to ``<work>/rejected_pass1``, and the kept ids
+   to hash buckets (:mod:`curation.shards.dedup`).
+2. **dedup** (per bucket): later copies of an id, "first one wins" in shard-then-row order.
+3. **finish**: shards with copies to drop (counted ``dropped_duplicate_id``) or cut by
+   ``max_docs`` are rewritten (per shard, local or Ray); every other validated shard is already
+   in the final format and is adopted by a hard link (no second read or write of its text).
+
+With ``max_docs`` the validate step reads shards in order only until enough documents are kept,
+as the whole-frame loop does; shards past the cap are not read and not counted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from curation.cache import config_key
+from curation.data.validate import REASONS, ValidationConfig, validate_documents
+from curation.shards.dedup import find_duplicates, partition_ids
+from curation.shards.executor import EngineConfig, ShardResult, ShardTask, run_shards, sum_stats
+from curation.shards.manifest import Manifest
+from curation.shards.store import ShardedDataset, ShardWriter, shard_names
+
+log = logging.getLogger(__name__)
+
+INGEST_REMAKE = "curate pipeline=ingest"
+
+
+@dataclass
+class IngestResult:
+    documents: ShardedDataset
+    rejected: ShardedDataset
+    metrics: dict[str, float]
+
+
+def category(extra: pd.Series) -> pd.Series:
+    """``category`` from the JSON ``extra`` column of the bundled corpus (None when absent)."""
+
+    def one(value: Any) -> str | None:
+        if not isinstance(value, str) or not value:
+            return None
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return None
+        return parsed.get("category") if isinstance(parsed, dict) else None
+
+    return extra.map(one).astype("string")
+
+
+def _validate_shard(frame: pd.DataFrame, name: str, *, config: ValidationConfig, source: dict[str, str],
+                    bucket_dir: str, shard_index: dict[str, int], num_buckets: int) -> ShardResult:
+    kept, rejected, report = validate_documents(frame, config, source_name=source[name], check_duplicates=False,
+                                                row_numbers=True)
+    partition_ids(kept["id"], shard=name, shard_index=shard_index[name], bucket_dir=bucket_dir,
+                  num_buckets=num_buckets)
+    rows = kept.pop("_row").to_numpy(dtype=np.int64)  # input row of each kept row, to order rejections later
+    if "extra" in kept.columns:
+        kept["category"] = category(kept["extra"])
+    # ``validated`` is already in the final documents format: a shard without duplicates or cap
+    # is adopted as it is (a hard link), not read and written again.
+    return ShardResult({"validated": kept, "kept_rows": rows, "rejected": rejected}, report.as_metrics())
+
+
+def _load_validated(work: str, name: str) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
+    return (pd.read_parquet(Path(work) / "validated" / "shards" / f"{name}.parquet"),
+            np.load(Path(work) / "kept_rows" / "shards" / f"{name}.npy"),
+            pd.read_parquet(Path(work) / "rejected_pass1" / "shards" / f"{name}.parquet"))
+
+
+def _final_stats(stats: dict, duplicates: int, kept: int, limit: int | None) -> tuple[dict, int]:
+    """Pass-1 counts plus the duplicates and the cap; returns (stats, rows to keep)."""
+    stats = dict(stats)
+    stats["dropped_duplicate_id"] = stats.get("dropped_duplicate_id", 0) + duplicates
+    stats["rows_dropped"] = stats.get("rows_dropped", 0) + duplicates
+    stats["rows_kept"] = stats["rows_kept"] - duplicates
+    keep = kept - duplicates
+    if limit is not None and keep > limit:
+        # Rows past the cap are not read, not dropped: report them as unread (as the whole-frame loop).
+        surplus = keep - limit
+        stats["rows_kept"] -= surplus
+        stats["rows_read"] -= surplus
+        keep = limit
+    return stats, keep
+
+
+def _finish_shard(loaded: tuple[pd.DataFrame, np.ndarray, pd.DataFrame], name: str, *,
+                  drops: dict[str, np.ndarray], limits: dict[str, int], source: dict[str, str],
+                  pass1: dict[str, dict]) -> ShardResult:
+    kept, rows, rejected = loaded
+    is_dup = np.zeros(len(kept), dtype=bool)
+    is_dup[drops.get(name, np.empty(0, dtype=np.int64))] = True
+    n_dup = int(is_dup.sum())
+    dup_rejected = pd.DataFrame({
+        "id": pd.Series(kept["id"].to_numpy()[is_dup], dtype="string"),
+        "reason": pd.Series(["duplicate_id"] * n_dup, dtype="string"),
+        "source_file": pd.Series([source[name]] * n_dup, dtype="string"),
+        "_row": rows[is_dup],
+    })
+    rejected = pd.concat([rejected, dup_rejected], ignore_index=True).sort_values("_row", kind="stable")
+    stats, keep = _final_stats(pass1[name], n_dup, len(kept), limits.get(name))
+    documents = kept[~is_dup].iloc[:keep].reset_index(drop=True)
+    return ShardResult({"documents": documents, "rejected": rejected.drop(columns="_row").reset_index(drop=True)},
+                       stats)
+
+
+def _adopt_shard(work: Path, name: str, stats: dict, limit: int | None) -> None:
+    """Finish a shard with no duplicate and no cap in the driver: hard-link its validated file
+    as the documents shard (same bytes, same digest), rewrite its (small) rejections."""
+    documents, rejected = ShardWriter(work / "documents"), ShardWriter(work / "rejected")
+    validated = ShardWriter(work / "validated")
+    if documents.is_complete(name) and rejected.is_complete(name):
+        return
+    stats, _ = _final_stats(stats, 0, int(stats["rows_kept"]), limit)
+    target = documents.shard_path(name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.link")
+    if tmp.exists():
+        tmp.unlink()
+    try:
+        os.link(validated.shard_path(name), tmp)
+    except OSError:  # another file system: copy
+        shutil.copyfile(validated.shard_path(name), tmp)
+    os.replace(tmp, target)
+    rej = pd.read_parquet(ShardWriter(work / "rejected_pass1").shard_path(name)).drop(columns="_row")
+    rej_info = rejected.write(name, rej)
+    documents.write_stats(name, stats)
+    documents.mark_complete(validated.completed(name))
+    rejected.mark_complete(rej_info)
+
+
+def ingest_shards(
+    tasks: Sequence[ShardTask],
+    config: ValidationConfig,
+    *,
+    work_dir: str | Path,
+    max_docs: int | None = None,
+    engine: EngineConfig | None = None,
+    num_buckets: int = 16,
+    inputs: dict[str, str] | None = None,
+) -> IngestResult:
+    """Validate ``tasks`` (one per input shard, in stream order; ``task.name`` is the source file
+    named in ``rejected.source_file``) into ``<work_dir>/documents`` and ``<work_dir>/rejected``.
+
+    Re-running with the same ``work_dir`` skips every finished shard of every step.
+    """
+    work = Path(work_dir)
+    engine = engine or EngineConfig()
+    out_names = shard_names(len(tasks))
+    source = {out: t.name for out, t in zip(out_names, tasks)}
+    renamed = [ShardTask(out, t.load) for out, t in zip(out_names, tasks)]
+    index = {n: i for i, n in enumerate(out_names)}
+    validate = partial(_validate_shard, config=config, source=source, bucket_dir=str(work / "buckets"),
+                       shard_index=index, num_buckets=num_buckets)
+    pass1_outputs = {"validated": (work / "validated", "frame"), "kept_rows": (work / "kept_rows", "array"),
+                     "rejected": (work / "rejected_pass1", "frame")}
+
+    def pass1(upto: int) -> list[dict]:
+        return run_shards(validate, renamed[:upto], pass1_outputs, engine, desc="ingest validate")
+
+    def kept_after_dedup(stats: list[dict], drops: dict[int, np.ndarray]) -> list[int]:
+        return [int(s["rows_kept"]) - len(drops.get(i, ())) for i, s in enumerate(stats)]
+
+    if max_docs is None:
+        read = len(renamed)
+        stats = pass1(read)
+        drops = find_duplicates(work / "buckets", out_names[:read], num_buckets)
+    else:
+        # Read shards in order until max_docs documents survive dedup. Pre-dedup counts bound the
+        # post-dedup ones from above, so the (all-bucket) dedup pass runs only once they reach the cap.
+        read, stats, drops = 0, [], {}
+        batch = 1 if engine.engine == "local" else 2  # Ray: two shards per round keep both CPUs busy
+        while read < len(renamed):
+            read = min(len(renamed), read + batch)
+            stats = pass1(read)
+            if sum(int(s["rows_kept"]) for s in stats) < max_docs:
+                continue
+            drops = find_duplicates(work / "buckets", out_names[:read], num_buckets)
+            if sum(kept_after_dedup(stats, drops)) >= max_docs:
+                break
+        else:
+            drops = find_duplicates(work / "buckets", out_names[:read], num_buckets)
+    kept_counts = kept_after_dedup(stats, drops)
+    limits: dict[str, int] = {}
+    used = read
+    if max_docs is not None:
+        total = 0
+        for i, n in enumerate(kept_counts[:read]):
+            if total >= max_docs:
+                used = i
+                break
+            limits[out_names[i]] = max_docs - total
+            total += n
+    named_drops = {out_names[i]: rows for i, rows in drops.items() if i < used}
+    pass1_stats = {out_names[i]: stats[i] for i in range(used)}
+    finish = partial(_finish_shard, drops=named_drops, limits=limits, source=source, pass1=pass1_stats)
+    needs_rewrite = [n for n in out_names[:used]
+                     if n in named_drops or (n in limits and limits[n] < kept_counts[index[n]])]
+    for n in out_names[:used]:
+        if n not in needs_rewrite:
+            _adopt_shard(work, n, pass1_stats[n], limits.get(n))
+    final_tasks = [ShardTask(n, partial(_load_validated, str(work), n)) for n in needs_rewrite]
+    outputs = {"documents": (work / "documents", "frame"), "rejected": (work / "rejected", "frame")}
+    run_shards(finish, final_tasks, outputs, engine, desc="ingest finish")
+    per_shard = [ShardWriter(work / "documents").stats(n) for n in out_names[:used]]
+    digest = config_key(config.__dict__, max_docs, num_buckets)
+    documents = ShardWriter(work / "documents").finalize(
+        out_names[:used], stage="ingest", inputs=inputs, config_digest=digest, remake=INGEST_REMAKE)
+    rejected = ShardWriter(work / "rejected").finalize(
+        out_names[:used], stage="ingest", inputs=inputs, config_digest=digest, remake=INGEST_REMAKE,
+        aligned_with=None)
+    total = sum_stats(per_shard)
+    metrics = {"rows_read": int(total.get("rows_read", 0)), "rows_kept": int(total.get("rows_kept", 0))}
+    metrics.update({f"dropped_{r}": int(total.get(f"dropped_{r}", 0)) for r in REASONS})
+    metrics["rows_dropped"] = sum(metrics[f"dropped_{r}"] for r in REASONS)
+    metrics.update({"shards_read": used, "shards_total": len(tasks)})
+    _check_counts(documents, metrics)
+    return IngestResult(ShardedDataset(work / "documents"), ShardedDataset(work / "rejected"), metrics)
+
+
+def _check_counts(documents: Manifest, metrics: dict[str, float]) -> None:
+    if documents.rows != metrics["rows_kept"] or metrics["rows_read"] != metrics["rows_kept"] + metrics["rows_dropped"]:
+        raise RuntimeError(f"ingest counts do not add up: {documents.rows} documents written, metrics {metrics}")
