@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 # bump when the files a builder writes change meaning
-ARTIFACT_VERSIONS = {"static": "static-v2", "onnx": "onnx-v1"}  # static-v2: tokenizer without padding
+# static-v3: tokenizer without padding, embedding matrix saved C-contiguous
+ARTIFACT_VERSIONS = {"static": "static-v3", "onnx": "onnx-v1"}
 MANIFEST = "manifest.json"
 # files of a sentence-transformers folder that decide the vectors
 _SOURCE_FILES = ("model.safetensors", "pytorch_model.bin", "tokenizer.json", "vocab.txt", "config.json",
