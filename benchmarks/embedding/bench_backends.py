@@ -1,0 +1,254 @@
+"""Embedding backends side by side: speed, fidelity to MiniLM, and what selection keeps.
+
+One run on the same real corpus documents (default 2,000: every human-labelled
+DCLM row and every LLM-scored FineWeb-Edu row, so the Edu head can be trained
+and evaluated, plus a uniform random fill from the rest of the corpus). Rows:
+
+- ``plain``: ``SentenceTransformer.encode`` (batch 32, normalised): the library baseline;
+- ``torch``: ours, PyTorch (``embedding=minilm``): the reference for every agreement number;
+- ``onnx_fp32`` / ``onnx_int8``: ONNX Runtime (``embedding=minilm_onnx``, quantize none/int8);
+- ``static``: model2vec distilled from the same MiniLM (``embedding=static``).
+
+Columns: wall docs/s and docs per CPU-second (the second is robust to other
+processes on a shared machine), max/mean 1 - cos to ``torch`` (for 256-d
+static vectors that is undefined: NaN), and, computed on each embedder's
+vectors but judged under the MiniLM vectors:
+
+(a) ``pws_gain_share`` / ``fl_gain_share``: DataMask selections (diversity term
+    only, lam = 0, so quality does not mask the embedding's effect) of
+    ``budget`` documents; share of MiniLM's own random -> selection gain in
+    MiniLM's PWS (resp. facility location) that the selection keeps;
+(b) ``edu_roc_auc``: the Edu head (ridge on the embeddings) trained on these
+    documents' annotations, ROC-AUC on the held-out human labels;
+(c) ``dup_recall@cos>=t``: recall of MiniLM's near-duplicate pairs (cos >= t)
+    at the same threshold, ``dup_recall@K`` at the same number of pairs (each
+    embedder's own K most similar pairs), and ``semdedup_removed_recall``:
+    overlap of the documents SemDeDup removes at 90% kept;
+(d) docs/s above.
+
+    flock /tmp/bench.lock .venv/bin/python benchmarks/embedding/bench_backends.py
+
+Writes benchmarks/results/embedding_backends.csv/.png and logs both to MLflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+FORCED_SOURCES = ("dclm_human_labeled", "fineweb_edu_scorer")
+
+
+def load_documents(n: int, seed: int = 0) -> pd.DataFrame:
+    files = sorted(glob.glob(str(ROOT / "data" / "01_raw" / "corpus" / "corpus-*.parquet")))
+    df = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    forced = np.flatnonzero(df["source"].isin(FORCED_SOURCES).to_numpy())
+    rest = np.setdiff1d(np.arange(len(df)), forced)
+    fill = np.random.default_rng(seed).choice(rest, size=max(0, n - len(forced)), replace=False)
+    return df.iloc[np.sort(np.r_[forced, fill])].reset_index(drop=True)
+
+
+def gain_share(ref_emb, sel_idx, ref_idx, rnd_idxs, fn) -> float:
+    q = np.zeros(len(ref_emb))
+    base = np.mean([fn(ref_emb, q, r) for r in rnd_idxs])
+    return (fn(ref_emb, q, sel_idx) - base) / (fn(ref_emb, q, ref_idx) - base)
+
+
+def top_pairs(unit: np.ndarray, k: int | None = None, threshold: float | None = None) -> set[tuple[int, int]]:
+    sim = unit @ unit.T
+    iu = np.triu_indices(len(unit), 1)
+    s = sim[iu]
+    if threshold is not None:
+        keep = np.flatnonzero(s >= threshold)
+    else:
+        keep = np.argpartition(-s, k)[:k] if k else np.array([], int)
+    return set(zip(iu[0][keep].tolist(), iu[1][keep].tolist()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--budget", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=300, help="DataMask steps per selection")
+    ap.add_argument("--only", default="", help="comma-separated subset of rows (debugging)")
+    ap.add_argument("--out", default=str(RESULTS / "embedding_backends"))
+    ap.add_argument("--no-mlflow", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+
+    from curation.embedding import EmbedderConfig, load_sentence_model, make_embedder
+    from curation.scoring.config import ScoringConfig
+    from curation.scoring.run import score_corpus
+    from curation.selection import api as sel_api
+    from curation.selection.objectives import facility_location, pairwise_similarity
+
+    torch.set_num_threads(2)
+    load0 = os.getloadavg()[0]
+    docs = load_documents(args.n)
+    texts = docs["text"].tolist()
+    print(f"{len(texts)} documents, load {load0:.2f}", flush=True)
+
+    base = dict(show_progress=False, device="cpu")
+    configs = {
+        "torch": EmbedderConfig(**base),
+        "onnx_fp32": EmbedderConfig(**base, backend="onnx", batch_size=32),
+        "onnx_int8": EmbedderConfig(**base, backend="onnx", batch_size=32, quantize="int8"),
+        "static": EmbedderConfig(**base, backend="static", dim=256, pca_dims=256, max_seq_length=256,
+                                 batch_size=1024, sort_by_length=False),
+    }
+    only = set(filter(None, args.only.split(",")))
+    vectors: dict[str, np.ndarray] = {}
+    rows: list[dict] = []
+
+    def timed(name: str, fn) -> None:
+        la = os.getloadavg()[0]
+        w0, c0 = time.perf_counter(), time.process_time()
+        v = np.asarray(fn(), dtype=np.float32)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        vectors[name] = v
+        rows.append({"embedder": name, "n_docs": len(texts), "dim": v.shape[1], "seconds": round(wall, 2),
+                     "docs_per_s": round(len(texts) / wall, 1), "docs_per_cpu_s": round(len(texts) / cpu, 1),
+                     "load_before": round(la, 2), "load_after": round(os.getloadavg()[0], 2)})
+        print(f"{name:10s} {rows[-1]['docs_per_s']:8.1f} docs/s {rows[-1]['docs_per_cpu_s']:8.1f} docs/cpu-s "
+              f"load {la:.1f}", flush=True)
+
+    model = load_sentence_model()
+    model.encode(texts[:16])  # warm-up
+    if not only or "plain" in only:
+        timed("plain", lambda: model.encode(texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False))
+    build_s = {}
+    for name, cfg in configs.items():
+        if only and name not in only and name != "torch":
+            continue
+        t0 = time.perf_counter()
+        emb = make_embedder(cfg)  # builds (or loads) the artifact: not part of docs/s
+        build_s[name] = round(time.perf_counter() - t0, 1)
+        emb.encode(texts[:16])
+        timed(name, lambda: emb.encode(texts).embeddings)
+        rows[-1]["artifact"] = getattr(emb, "artifact", "")
+        rows[-1]["setup_s"] = build_s[name]
+
+    ref = vectors["torch"]
+    n = len(ref)
+    rng = np.random.default_rng(1)
+    rnd = [np.sort(rng.choice(n, args.budget, replace=False)) for _ in range(10)]
+    sel_cfg = {"lam": 0.0, "standardize": False, "steps": args.steps, "group_size": 64, "batch_ratio": 1.0,
+               "history_every": 1000, "final": "topk"}
+    selections: dict[str, dict[str, np.ndarray]] = {}
+    noise: dict[str, float] = {}
+    for name, v in vectors.items():
+        selections[name] = {}
+        for div in ("pws", "fl"):
+            s = sel_api.select("datamask", quality=np.zeros(n), embeddings=v, budget=args.budget,
+                               config={**sel_cfg, "diversity": div}, seed=0)
+            selections[name][div] = s.indices
+            if name == "torch":  # the noise floor: MiniLM's own selection from another seed
+                selections["torch_seed1"] = selections.get("torch_seed1", {})
+                selections["torch_seed1"][div] = sel_api.select(
+                    "datamask", quality=np.zeros(n), embeddings=v, budget=args.budget,
+                    config={**sel_cfg, "diversity": div}, seed=1).indices
+        selections[name]["semdedup_removed"] = np.setdiff1d(np.arange(n), sel_api.select(
+            "semdedup", quality=np.zeros(n), embeddings=v, budget=int(0.9 * n), config={"n_clusters": 50}, seed=0).indices)
+
+    fl_ref = lambda e, q, i: facility_location(e, q, i, reference_size=n)  # noqa: E731
+    for div, fn in (("pws", pairwise_similarity), ("fl", fl_ref)):
+        noise[div] = round(gain_share(ref, selections["torch_seed1"][div], selections["torch"][div], rnd, fn), 4)
+    print("noise floor (MiniLM, seed 1 vs seed 0):", noise, flush=True)
+    ref_pairs = {t: top_pairs(ref, threshold=t) for t in (0.8, 0.9)}
+    scoring_cfg = ScoringConfig(raters=["edu"])
+    for row in rows:
+        name, v = row["embedder"], vectors[row["embedder"]]
+        if v.shape[1] == ref.shape[1]:
+            d = 1.0 - (v * ref).sum(1)
+            row["max_1_minus_cos"], row["mean_1_minus_cos"] = float(d.max()), float(d.mean())
+        else:
+            row["max_1_minus_cos"] = row["mean_1_minus_cos"] = float("nan")
+        row["pws_gain_share"] = round(gain_share(ref, selections[name]["pws"], selections["torch"]["pws"], rnd,
+                                                 pairwise_similarity), 4)
+        row["fl_gain_share"] = round(gain_share(ref, selections[name]["fl"], selections["torch"]["fl"], rnd, fl_ref), 4)
+        row["pws_gain_share_minilm_seed1"], row["fl_gain_share_minilm_seed1"] = noise["pws"], noise["fl"]
+        for t, pairs in ref_pairs.items():
+            mine = top_pairs(v, threshold=t)
+            row[f"ref_pairs@cos>={t}"] = len(pairs)
+            row[f"dup_recall@cos>={t}"] = round(len(mine & pairs) / max(len(pairs), 1), 4)
+            row[f"dup_precision@cos>={t}"] = round(len(mine & pairs) / max(len(mine), 1), 4)
+            row[f"dup_recall@K(cos>={t})"] = round(len(top_pairs(v, k=len(pairs)) & pairs) / max(len(pairs), 1), 4)
+        removed_ref = selections["torch"]["semdedup_removed"]
+        row["semdedup_removed_recall"] = round(
+            len(np.intersect1d(selections[name]["semdedup_removed"], removed_ref)) / max(len(removed_ref), 1), 4)
+        res = score_corpus(docs, scoring_cfg, embeddings=v)
+        row["edu_roc_auc"] = round(float(res.metrics["roc_auc/edu"]), 4)
+        row["edu_n_eval"] = int(res.metrics["roc_auc/n_eval"])
+        print({k: row[k] for k in row if "gain" in k or "recall" in k or "auc" in k or "cos" in k}, flush=True)
+    plain_rate = next((r["docs_per_s"] for r in rows if r["embedder"] == "plain"), float("nan"))
+    plain_cpu = next((r["docs_per_cpu_s"] for r in rows if r["embedder"] == "plain"), float("nan"))
+    for row in rows:
+        row["speedup_vs_plain"] = round(row["docs_per_s"] / plain_rate, 2)
+        row["cpu_speedup_vs_plain"] = round(row["docs_per_cpu_s"] / plain_cpu, 2)
+        row.update(cpus=os.cpu_count(), torch_threads=2, python=platform.python_version(),
+                   budget=args.budget, datamask_steps=args.steps)
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with open(out.with_suffix(".csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    plot(out.with_suffix(".csv"), out.with_suffix(".png"))
+    print(pd.read_csv(out.with_suffix(".csv")).T.to_string())
+    if not args.no_mlflow:
+        from curation.tracking.benchmarks import log_benchmark
+
+        metrics = {f"{r['embedder']}_{k}": v for r in rows for k, v in r.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        log_benchmark("embedding_backends", files=[out.with_suffix(".csv"), out.with_suffix(".png")],
+                      params={**vars(args), "out": str(args.out)}, metrics=metrics, tags={"area": "embedding"})
+
+
+def plot(csv_path: Path, png_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df = pd.read_csv(csv_path)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    ax = axes[0]
+    ax.barh(df["embedder"][::-1], df["docs_per_s"][::-1], color="#1f77b4", label="wall docs/s")
+    ax.barh(df["embedder"][::-1], df["docs_per_cpu_s"][::-1], color="none", edgecolor="k", label="docs / CPU-s")
+    ax.set_xscale("log")
+    for i, (v, c) in enumerate(zip(df["docs_per_s"][::-1], df["docs_per_cpu_s"][::-1])):
+        ax.text(max(v, c), i, f" {v:.0f} / {c:.0f}", va="center", fontsize=8)
+    ax.set_xlabel(f"documents/s (log), {int(df['n_docs'].iloc[0])} corpus docs, {int(df['cpus'].iloc[0])} cores, "
+                  f"load {df['load_before'].min():.1f}-{df['load_after'].max():.1f}")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    keys = ["pws_gain_share", "fl_gain_share", "edu_roc_auc", "dup_recall@K(cos>=0.8)", "semdedup_removed_recall"]
+    x = np.arange(len(keys))
+    width = 0.8 / len(df)
+    for i, (_, r) in enumerate(df.iterrows()):
+        ax.bar(x + i * width, [r[k] for k in keys], width, label=r["embedder"])
+    ax.set_xticks(x + 0.4 - width / 2, [k.replace("_", "\n", 1) for k in keys], fontsize=7)
+    ax.set_ylim(0, 1.1)
+    ax.axhline(1.0, color="grey", lw=0.5)
+    ax.set_title("selection agreement (judged under MiniLM vectors)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
