@@ -191,6 +191,11 @@ class Objective:
         candidates by the off-diagonal sum of C_kl^2, which is ||C||_F^2 minus
         sum_k (var_k / (var_k + eps))^2 = d - O(eps / var): the same ordering
         except at eps-level near-ties (the greedy uses the official form).
+
+        Cost: exact, O(G S d min(S, d)) per batch of G sets. In a DataMask step
+        (N = 100k, d = 384, G = 128, S_b = 500) that is 42x the PWS step
+        (benchmarks/selection/bench_datamask_step.py); an unbiased Hutchinson
+        estimate of ||C||_F^2 would cost O(G S d k) for k probes but is not used.
         """
         g, s = idx.shape
         if s < 2:
