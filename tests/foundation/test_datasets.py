@@ -13,18 +13,18 @@ import zstandard
 from kedro.io import DatasetError
 
 from curation.datasets import AtomicDataset, CorpusShardsDataset
-from curation.nodes import ingest as ingest_nodes
+from curation.shards.ingest import ingest_corpus
 
 @pytest.fixture(autouse=True)
-def _staging_in_tmp(tmp_path, monkeypatch):
-    """The ingest node's per-run staging folder goes to tmp, not the project's data/."""
-    monkeypatch.setattr(ingest_nodes, "STAGING", tmp_path / "staging")
+def _staging(tmp_path):
+    global STAGING
+    STAGING = tmp_path / "staging"  # the per-run staging folder goes to tmp, not the project's data/
 
 
 def ingest_documents(shards, params):
-    """The node, with its sharded outputs read back as whole frames."""
-    documents, rejected, metrics = ingest_nodes.ingest_documents(shards, params)
-    return documents.to_frame(), rejected.to_frame(), metrics
+    """The ingest core the node calls, with its sharded outputs read back as whole frames."""
+    result = ingest_corpus(shards, params, work_root=STAGING)
+    return result.documents.to_frame(), result.rejected.to_frame(), result.metrics
 
 DATA_PARAMS = {"id_column": "id", "text_column": "text", "max_chars": 1_000_000, "max_docs": None,
                "keep_columns": ["source"]}

@@ -77,15 +77,11 @@ def test_kedro_run_names_the_run_after_its_params_and_logs_its_inputs(project):
 
 
 @pytest.mark.parametrize("max_docs", [-3, 0, 2.5, True])
-def test_a_bad_max_docs_is_named_at_ingest(max_docs):
-    import pandas as pd
+def test_a_bad_max_docs_is_named_before_ingest(max_docs):
+    """The data group's schema refuses it by name (the same check runs at composition, before any node)."""
+    from curation.configuration import ConfigError, parse_dataclass
+    from curation.data.config import DataConfig
 
-    from curation.nodes.ingest import ingest_documents
-    from tests.conftest import CORPUS_SHARDS
-
-    data = {"id_column": "id", "text_column": "text", "max_docs": max_docs}
-    raw = {shard.stem: (lambda shard=shard: pd.read_parquet(shard)) for shard in CORPUS_SHARDS}
-    with pytest.raises(ValueError, match=r"data\.max_docs must be a positive integer or null.*got"):
-        ingest_documents(raw, data)
-    documents, _, metrics = ingest_documents(raw, {**data, "max_docs": 7})
-    assert len(documents) == 7 and metrics["rows_kept"] == 7
+    with pytest.raises(ConfigError, match=r"data\.max_docs"):
+        parse_dataclass(DataConfig, {"max_docs": max_docs}, path="data")
+    assert parse_dataclass(DataConfig, {"max_docs": 7}, path="data").max_docs == 7

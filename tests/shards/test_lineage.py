@@ -6,10 +6,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from curation.nodes.selection import select_documents
+from curation.pipelines.selection.pipeline import create_pipeline
 from curation.shards.lineage import LineageError, check_lineage, check_manifest_inputs
 
+from tests.kedro_nodes import run_node
 from tests.shards.conftest import CORPUS
+
+
+def select_documents(pruned_scores, pruned_embeddings, documents, selection, budget, run):
+    """The selection pipeline's ``select_documents_node`` on an in-memory catalog."""
+    out = run_node(create_pipeline, "select_documents_node",
+                   {"pruned_scores": pruned_scores, "pruned_embeddings": pruned_embeddings, "documents": documents},
+                   {"selection": selection, "budget": budget, "run": run})
+    return out["selected_ids"], out["selected_documents"], out["selection_history"], out["selection_run_metrics"]
 
 
 @pytest.fixture(scope="module")

@@ -236,3 +236,44 @@ def ingest_shards(
 def _check_counts(documents: Manifest, metrics: dict[str, float]) -> None:
     if documents.rows != metrics["rows_kept"] or metrics["rows_read"] != metrics["rows_kept"] + metrics["rows_dropped"]:
         raise RuntimeError(f"ingest counts do not add up: {documents.rows} documents written, metrics {metrics}")
+
+
+def raw_fingerprint(path: str, shard_ids: list[str]) -> str:
+    """Fingerprint of the raw input: shard names, plus size and mtime of local files (hashing
+    terabytes of text to name the input would cost a full read)."""
+    parts: list[Any] = [path]
+    for shard in shard_ids:
+        local = Path(shard) if Path(shard).is_absolute() else Path(path) / shard
+        try:
+            st = os.stat(local if local.exists() else shard)
+            parts.append((shard, st.st_size, st.st_mtime_ns))
+        except OSError:
+            parts.append(shard)
+    return config_key(*parts)
+
+
+def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_root: Path | str,
+                  namespace: str = "default") -> IngestResult:
+    """Ingest a corpus given as ``{shard_id: loader}`` with the ``data`` group's settings: validate
+    every shard (locally or as Ray tasks with ``data.engine=ray``), drop duplicate ids across shards,
+    stop at ``data.max_docs`` kept documents. The work folder ``<work_root>/<namespace>/ingest-<key>``
+    (key = settings + raw fingerprint) makes a killed run resume; its scratch parts are removed after.
+    """
+    config = ValidationConfig(
+        id_column=data["id_column"], text_column=data["text_column"], max_chars=data.get("max_chars"),
+        keep_columns=tuple(data.get("keep_columns") or ()),
+    )
+    engine = EngineConfig(engine=data.get("engine") or "local", ray_address=data.get("ray_address"))
+    buckets = int(data.get("dedup_buckets") or 16)
+    raw_fp = raw_fingerprint(str(data.get("path", "")), list(raw_documents))
+    key = config_key({k: v for k, v in data.items() if k not in ("engine", "ray_address")}, raw_fp)
+    work = Path(work_root) / namespace / f"ingest-{key}"
+    tasks = [ShardTask(shard_id, load) for shard_id, load in raw_documents.items()]
+    result = ingest_shards(tasks, config, work_dir=work, max_docs=data.get("max_docs"), engine=engine,
+                           num_buckets=buckets, inputs={"raw_documents": raw_fp})
+    for scratch in ("validated", "kept_rows", "rejected_pass1", "buckets"):
+        shutil.rmtree(work / scratch, ignore_errors=True)
+    log.info("ingest: %s", result.metrics)
+    return result
+
+
