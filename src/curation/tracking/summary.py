@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 # selection.diversity -> the diagnostics key of that measure, and which way is "more diverse".
 DIVERSITY_KEYS = {
-    "pws": ("pairwise_similarity", "lower = more diverse"),
+    "pws": ("pairwise_similarity", "higher = more diverse"),
     "fl": ("facility_location", "higher = more diverse"),
     "fl_sum": ("facility_location_sum", "higher = more diverse"),
     "disf": ("disf", "higher = more diverse"),
@@ -118,7 +118,7 @@ def _selection(run: dict[str, float], diag: dict[str, float], selection: Mapping
                                          f" in {_num(run.get('selection_seconds'), 2)} s"))
     if diag:
         measure = str(selection.get("diversity") or "pws")
-        key, direction = DIVERSITY_KEYS.get(measure, ("pairwise_similarity", "lower = more diverse"))
+        key, direction = DIVERSITY_KEYS.get(measure, ("pairwise_similarity", "higher = more diverse"))
         header = ["subset", "quality mean", f"{measure} ({direction})"]
         rows = [["selected", _num(diag.get("selected_quality_mean")), _num(diag.get(f"selected_{key}"))]]
         for label, prefix in (("random", "selected_random_"), ("top-k quality", "selected_topk_")):
