@@ -22,6 +22,8 @@ os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# one cache of derived embedding models (static, ONNX) for every test project: built once per checkout
+os.environ.setdefault("CURATION_EMBEDDING_ARTIFACTS", str(REPO / "data" / "06_models" / "embedding"))
 
 
 @pytest.fixture(scope="session")
