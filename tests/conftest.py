@@ -25,6 +25,8 @@ os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# one cache of derived embedding models (static, ONNX) for every test project: built once per checkout
+os.environ.setdefault("CURATION_EMBEDDING_ARTIFACTS", str(REPO / "data" / "06_models" / "embedding"))
 
 # Marks every process this test run starts (see tests/processes.py and pytest_sessionfinish below).
 from tests.processes import MARKER_ENV, marked_processes  # noqa: E402

@@ -83,7 +83,11 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated subset of rows (debugging)")
     ap.add_argument("--out", default=str(RESULTS / "embedding_backends"))
     ap.add_argument("--no-mlflow", action="store_true")
+    ap.add_argument("--log-only", action="store_true", help="log an existing CSV/PNG to MLflow (no re-run)")
     args = ap.parse_args()
+    if args.log_only:
+        log_results(Path(args.out), vars(args))
+        return
 
     import torch
 
@@ -209,12 +213,24 @@ def main() -> None:
     plot(out.with_suffix(".csv"), out.with_suffix(".png"))
     print(pd.read_csv(out.with_suffix(".csv")).T.to_string())
     if not args.no_mlflow:
-        from curation.tracking.benchmarks import log_benchmark
+        log_results(out, vars(args))
 
-        metrics = {f"{r['embedder']}_{k}": v for r in rows for k, v in r.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        log_benchmark("embedding_backends", files=[out.with_suffix(".csv"), out.with_suffix(".png")],
-                      params={**vars(args), "out": str(args.out)}, metrics=metrics, tags={"area": "embedding"})
+
+def log_results(out: Path, params: dict) -> None:
+    """The CSV's numeric cells as MLflow metrics ``<embedder>_<column>`` (names made MLflow-safe)."""
+    import re
+
+    from curation.tracking.benchmarks import log_benchmark
+
+    frame = pd.read_csv(out.with_suffix(".csv"))
+    metrics = {}
+    for _, r in frame.iterrows():
+        for k, v in r.items():
+            if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+                name = re.sub(r"[^0-9A-Za-z_\-. /:]", "_", f"{r['embedder']}_{k}".replace(">=", "_ge_"))
+                metrics[name] = float(v)
+    log_benchmark("embedding_backends", files=[out.with_suffix(".csv"), out.with_suffix(".png")],
+                  params={**params, "out": str(out)}, metrics=metrics, tags={"area": "embedding"})
 
 
 def plot(csv_path: Path, png_path: Path) -> None:

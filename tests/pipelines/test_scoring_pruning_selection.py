@@ -38,7 +38,7 @@ def test_default_job_then_cached_rerun_and_a_selection_sweep(project):
     documents = catalog.load("documents")
     scores = catalog.load("scores")
     embeddings = np.asarray(catalog.load("embeddings"))
-    assert list(scores["id"]) == list(documents["id"]) and embeddings.shape == (250, 384)
+    assert list(scores["id"]) == list(documents["id"]) and embeddings.shape == (250, 256)  # embedding=static
     assert np.allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-3)
     assert scores["quality"].between(0, 15).all()
     for rater in ("fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki", "doc_word_count"):
