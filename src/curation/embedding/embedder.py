@@ -199,6 +199,22 @@ def make_embedder(cfg: "EmbedderConfig | None" = None):
     return SentenceEmbedder(cfg)
 
 
+def model_fingerprint(cfg: "EmbedderConfig") -> str:
+    """Names the model ``cfg`` encodes with, so cached vectors follow a rebuilt model: the digest of a
+    derived artifact's recipe, sources and library versions (static, onnx), else the model name."""
+    from curation.embedding.artifacts import spec_digest
+
+    if cfg.backend == "static":
+        from curation.embedding.static import static_spec
+
+        return f"static-{spec_digest(static_spec(cfg.model_name, cfg.pca_dims))}"
+    if cfg.backend == "onnx":
+        from curation.embedding.onnx_backend import onnx_spec
+
+        return f"onnx-{spec_digest(onnx_spec(cfg.model_name, cfg.quantize))}"
+    return str(cfg.model_name)
+
+
 _MODEL_CACHE: dict[tuple[str, str, bool], object] = {}
 
 

@@ -89,13 +89,18 @@ def _quantize_int8(fp32: Path, out: Path) -> None:
     pre.unlink()
 
 
-def build_onnx_model(model_name: str, quantize: str = "none", root: Path | None = None) -> Path:
-    """Folder with ``model.onnx`` (fp32 or int8) and the tokenizer files (built if not cached)."""
+def onnx_spec(model_name: str, quantize: str = "none") -> dict:
+    """What the ONNX model is made from (source files, opset, int8 recipe, library versions)."""
     if quantize not in ("none", "int8"):
         raise ValueError(f"quantize must be none or int8, got {quantize!r}")
-    model_dir = resolve_model_dir(model_name)
     params = {"opset": OPSET, "quantize": quantize, **({"int8": INT8_RECIPE} if quantize == "int8" else {})}
-    spec = artifact_spec("onnx", model_dir, params, _LIBRARIES)
+    return artifact_spec("onnx", resolve_model_dir(model_name), params, _LIBRARIES)
+
+
+def build_onnx_model(model_name: str, quantize: str = "none", root: Path | None = None) -> Path:
+    """Folder with ``model.onnx`` (fp32 or int8) and the tokenizer files (built if not cached)."""
+    model_dir = resolve_model_dir(model_name)
+    spec = onnx_spec(model_name, quantize)
 
     def build(out: Path) -> None:
         import shutil

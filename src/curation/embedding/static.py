@@ -31,10 +31,16 @@ _LIBRARIES = ("model2vec", "transformers", "tokenizers", "torch", "scikit-learn"
 _LOADED: dict[str, object] = {}
 
 
+def static_spec(model_name: str, pca_dims: int) -> dict:
+    """What the static model is made from (source files, recipe, library versions); its digest names it."""
+    return artifact_spec("static", resolve_model_dir(model_name), {"pca_dims": int(pca_dims), "sif_coefficient": 1e-4},
+                         _LIBRARIES)
+
+
 def build_static_model(model_name: str, pca_dims: int, root: Path | None = None) -> Path:
     """Folder of the distilled static model (built now if not cached)."""
     model_dir = resolve_model_dir(model_name)
-    spec = artifact_spec("static", model_dir, {"pca_dims": int(pca_dims), "sif_coefficient": 1e-4}, _LIBRARIES)
+    spec = static_spec(model_name, pca_dims)
 
     def build(out: Path) -> None:
         import tempfile

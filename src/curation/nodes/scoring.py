@@ -23,13 +23,13 @@ def embed_documents(documents: pd.DataFrame, embedding: dict[str, Any],
                     cache: dict[str, Any]) -> tuple[np.ndarray, dict[str, float]]:
     """One L2-normalised embedding row per document, in document order."""
     from curation.configuration import parse_dataclass
-    from curation.embedding import EmbedderConfig, make_embedder
+    from curation.embedding import EmbedderConfig, make_embedder, model_fingerprint
 
     config = parse_dataclass(EmbedderConfig, embedding, path="embedding")
     store = result_cache(cache)
     # The progress bar is the one knob that does not change the vectors.
     key = config_key("embeddings-v1", {k: v for k, v in embedding.items() if k != "show_progress"},
-                     frame_fingerprint(documents, ["id", "text"]))
+                     model_fingerprint(config), frame_fingerprint(documents, ["id", "text"]))
     timing: dict[str, float] = {}
 
     def compute() -> np.ndarray:
