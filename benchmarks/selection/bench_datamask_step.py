@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from curation.selection.config import parse_config  # noqa: E402
+from curation.selection.config import parse_selection_config as parse_config  # noqa: E402
 from curation.selection.datamask import run_block  # noqa: E402
 from curation.selection.synthetic import clustered_unit_vectors  # noqa: E402
 

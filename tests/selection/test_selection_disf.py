@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from curation.selection import select
-from curation.selection.config import parse_config
+from curation.selection.config import parse_selection_config as parse_config
 from curation.selection.diagnostics import dominance_scores
 from curation.selection.greedy import disf_offdiag_all
 from curation.selection.objectives import Objective, disf
