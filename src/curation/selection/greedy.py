@@ -240,10 +240,17 @@ def _official_disf(batch: _Batch, first: Optional[int]) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _pairs(m: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Rows/columns of the pairs a <= b of an m x m symmetric matrix and their weight (1 diagonal, 2 off)."""
-    iu0, iu1 = torch.triu_indices(m, m)
-    return iu0, iu1, torch.where(iu0 == iu1, 1.0, 2.0).to(dtype)
+def _basis(m: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Helmert contrasts H (m - 1, m): orthonormal rows orthogonal to the all-ones vector, so
+    H^T H = I - 11^T / m (centring); plus the pairs a <= b of an (m - 1)-square symmetric
+    matrix and their weight in its squared Frobenius norm (1 diagonal, 2 off)."""
+    r = m - 1
+    h = torch.zeros((r, m), dtype=torch.float64)
+    for i in range(1, m):
+        h[i - 1, :i] = 1.0 / np.sqrt(i * (i + 1))
+        h[i - 1, i] = -i / np.sqrt(i * (i + 1))
+    iu0, iu1 = torch.triu_indices(r, r)
+    return h.to(dtype), iu0, iu1, torch.where(iu0 == iu1, 1.0, 2.0).to(dtype)
 
 
 def _disf_terms(
@@ -254,39 +261,42 @@ def _disf_terms(
     fro2 = ||C||_F^2 and diag2 = sum_k C_kk^2 of the set standardised over itself
     (DiSF Eq. 3-4, official eps), so the official criterion is fro2 - diag2.
     With n = m + 1, y_a = x_a - mu_U (a in U), y = x_c - mu_U and delta = y / n,
-    the centred rows of U + {c} are y_a - delta and (n - 1) delta; the unbiased
-    variance is v_k = M2_k / m + y_k^2 / n (Welford) and, with w_k = 1 / (v_k + eps)
-    = 1 / (alpha_k + y_k^2 / n), alpha_k = M2_k / m + eps, the Gram G = Z Z^T of the
+    the centred rows of U + {c} are y_a - delta and m delta; the unbiased variance is
+    v_k = M2_k / m + y_k^2 / n (Welford) and, with w_k = 1 / (v_k + eps) =
+    1 / (alpha_k + y_k^2 / n), alpha_k = M2_k / m + eps, the Gram G = Z Z^T of the
     standardised set is
-        G_ab = A_ab - p_a - p_b + q,  G_ac = (n - 1)(p_a - q),  G_cc = (n - 1)^2 q,
+        G_ab = A_ab - p_a - p_b + q,  G_ac = m (p_a - q),  G_cc = m^2 q,
         A_ab = sum_k w y_a y_b,  p_a = sum_k w y_a delta,  q = sum_k w delta^2,
-    and ||C||_F = ||Z^T Z||_F / (n - 1) = ||G||_F / (n - 1). Since w y^2 = n (1 - alpha w),
-    q = (d - alpha . w) / n, so A (all pairs a <= b), alpha . w and sum_k w come out of
-    ONE (pairs + 2, d) @ (d, c) product, p out of one (m, d) @ (d, c) product, and
+    and ||C||_F = ||Z^T Z||_F / m = ||G||_F / m. The y_a sum to zero, so the rows of A
+    and the p_a do too, the cross terms vanish and
+        ||G||_F^2 = ||A||_F^2 + 2 m ||p||^2 + m^2 q^2 + 2 m^2 (||p||^2 + m q^2) + m^4 q^2.
+    With the Helmert contrasts H (y = H^T B, B = H x_U, (m - 1) x d), ||A||_F = ||B W B^T||_F
+    and ||p|| = ||B W y|| / n; since w y^2 = n (1 - alpha w), q = (d - alpha . w) / n. So
+    B W B^T (pairs a <= b of m - 1 rows), alpha . w and sum_k w come out of ONE
+    (m (m - 1) / 2 + 2, d) @ (d, c) product, B W y of one (m - 1, d) @ (d, c) product, and
     C_kk = v_k w_k = 1 - eps w_k gives diag2 = d - 2 eps sum w + eps^2 sum w^2.
     Per call: five elementwise passes over (c, d), in the optional work buffers.
     """
     m, d = xs.shape
     n = m + 1
-    mu = xs.mean(0)
-    ys = xs - mu  # (m, d)
-    alpha = (ys * ys).sum(0).div_(m).add_(DISF_EPS)  # (d,)
+    h, iu0, iu1, pair_weight = _basis(m, xs.dtype)
+    b = h @ xs  # (m - 1, d): H 1 = 0, so no centring needed
+    alpha = (b * b).sum(0).div_(m).add_(DISF_EPS)  # M2 = ||H x_U||^2 per dimension
     if work is None:
         work = (torch.empty_like(xc), torch.empty_like(xc))
     y, w = work
-    torch.sub(xc, mu, out=y)
+    torch.sub(xc, xs.mean(0), out=y)
     torch.addcmul(alpha, y, y, value=1.0 / n, out=w).reciprocal_()
     sw2 = torch.linalg.vector_norm(w, dim=1).square_()
-    iu0, iu1, pair_weight = _pairs(m, xc.dtype)
-    lhs = torch.cat([ys[iu0] * ys[iu1], alpha.unsqueeze(0), torch.ones_like(alpha).unsqueeze(0)])
+    lhs = torch.cat([b[iu0] * b[iu1], alpha.unsqueeze(0), torch.ones_like(alpha).unsqueeze(0)])
     prod = lhs @ w.T  # (pairs + 2, c): the one large product of a pick
-    a, aw, sw = prod[:-2], prod[-2], prod[-1]
-    q = (d - aw).div_(n)
-    p = (ys @ y.mul_(w).T).div_(n)  # (m, c)
-    g = a.sub_(p[iu0]).sub_(p[iu1]).add_(q).square_()
-    fro2 = pair_weight @ g + 2.0 * (n - 1) ** 2 * (p - q).square_().sum(0) + ((n - 1) ** 2 * q).square_()
-    diag2 = d - 2.0 * DISF_EPS * sw + DISF_EPS**2 * sw2
-    return fro2.div_((n - 1) ** 2), diag2
+    q = (d - prod[-2]).div_(n)
+    a2 = pair_weight @ prod[:-2].square_()  # ||A||_F^2
+    p2 = (b @ y.mul_(w).T).square_().sum(0).div_(n * n)  # ||p||^2
+    q2 = q.square_()
+    fro2 = a2 + (2.0 * m + 2.0 * m * m) * p2 + (m * m + 2.0 * m**3 + m**4) * q2
+    diag2 = d - 2.0 * DISF_EPS * prod[-1] + DISF_EPS**2 * sw2
+    return fro2.div_(m * m), diag2
 
 
 def disf_offdiag_all(x: torch.Tensor, picks: list[int]) -> torch.Tensor:
