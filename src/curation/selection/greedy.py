@@ -25,8 +25,9 @@ Implementations (``GreedyConfig.impl``):
   ``disf`` (per-set standardisation) the mean and variance of U + {x} follow
   from U's in O(d) per candidate, and ||C||_F = ||Z Z^T||_F / (n - 1) comes
   from the n x n Gram of the standardised set, whose entries for *all*
-  candidates are one (|U|(|U|+1)/2 x d) @ (d x b) product per pick (see
-  ``_fast_disf``).
+  candidates are one ((|U|-1)|U|/2 + 2, d) @ (d, b) product per pick (see
+  ``_disf_terms``), screened in float32 with the near-best candidates re-scored
+  in float64 (``_fast_disf``), so the picks are the float64 argmin.
 """
 
 from __future__ import annotations
