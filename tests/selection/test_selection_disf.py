@@ -91,3 +91,22 @@ def test_official_is_refused_outside_pure_disf():
         parse_config("greedy", {"impl": "official", "diversity": "disf", "lam": 0.5})
     with pytest.raises(ValueError, match="first_pick"):
         parse_config("greedy", {"diversity": "disf", "first_pick": "argmax"})
+
+
+@pytest.mark.parametrize("dim", [384, 768])
+def test_float32_screen_error_is_far_inside_its_bound(minilm_views, dim):
+    # _fast_disf re-scores in float64 every candidate within _SCREEN_REL of the best;
+    # that is exact only if the float32 error stays below the bound, with margin
+    from curation.selection.greedy import _SCREEN_REL, _disf_terms
+
+    x = torch.tensor(_views(minilm_views, dim), dtype=torch.float64)
+    for picks in ([3], [3, 50, 97], list(range(0, 120, 8))):
+        f64, d64 = _disf_terms(x, x[picks])
+        f32, d32 = _disf_terms(x.float(), x[picks].float())
+        cand = torch.ones(len(x), dtype=torch.bool)
+        cand[picks] = False  # a pick is never its own candidate (a duplicate row has zero variance)
+        rel = (f32.double() - f64).abs()[cand] / f64[cand]
+        assert float(rel.max()) < _SCREEN_REL / 10
+        assert float((d32.double() - d64).abs()[cand].max()) < 1e-3
+        off = disf_offdiag_all(x, picks)
+        assert torch.allclose(f64 - d64, off, rtol=1e-12)
