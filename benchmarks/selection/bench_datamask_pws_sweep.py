@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from curation.selection.config import parse_config
+from curation.selection.config import parse_selection_config as parse_config
 from curation.selection.datamask import run_block
 from curation.selection.objectives import Objective
 from curation.selection.synthetic import clustered_unit_vectors
