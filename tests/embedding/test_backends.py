@@ -36,6 +36,7 @@ def test_every_embedding_yaml_is_a_valid_config(path):
     from curation.embedding.embedder import check_common
 
     values = yaml.safe_load(path.read_text())
+    assert values.pop("defaults") == ["_schema", "_self_"]  # the Hydra schema comes first
     assert set(values) == {f.name for f in dataclasses.fields(EmbedderConfig)}
     check_common(EmbedderConfig(**values))
 

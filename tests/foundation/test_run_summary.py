@@ -45,10 +45,10 @@ def test_curate_prints_a_summary_and_names_the_run(project):
     assert run.data.tags["hydra.overrides"] == f"pipeline=ingest data.path={CORPUS_DIR} data.max_docs=40"
 
     # The closing summary: counts, where the outputs are, the run and how to open it.
-    rejected = project / "data/02_intermediate/default/rejected_documents.parquet"
-    assert rejected.is_file()
+    rejected = project / "data/02_intermediate/default/rejected_documents"
+    assert (rejected / "manifest.json").is_file()  # a sharded dataset: a folder with its manifest
     for text in ("curation: ingest finished", "read", "40 rows from 1 of 4 shards", "kept", "40 (100.0%)",
-                 "data/02_intermediate/default/rejected_documents.parquet", run.info.run_id,
+                 "data/02_intermediate/default/rejected_documents", run.info.run_id,
                  f"mlflow ui --backend-store-uri sqlite:///{project}/mlruns/mlflow.db",
                  f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs/{run.info.run_id}",
                  f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"):

@@ -59,10 +59,11 @@ def _filepath(catalog: Any, name: str) -> str | None:
         dataset = catalog[name]
     except Exception:  # not in the catalog: a MemoryDataset made on the fly
         return None
-    path = getattr(dataset, "_filepath", None)
+    path = getattr(dataset, "_filepath", None) or getattr(dataset, "_path", None)  # file, or a sharded folder
     if path is None:
         try:
-            path = dataset._describe().get("filepath")
+            described = dataset._describe()
+            path = described.get("filepath") or described.get("path")
         except Exception:
             path = None
     return None if path is None else str(path)
@@ -96,6 +97,11 @@ def dataset_entity(name: str, data: Any, source: str | None) -> Any:
         digest = hashlib.sha256((array_digest(rows) + str(data.shape) + str(data.dtype)).encode()).hexdigest()
         profile = {"num_rows": int(data.shape[0]) if data.ndim else 1, "shape": list(data.shape),
                    "dtype": str(data.dtype), **({"digest_of": f"{_SAMPLE_ROWS} sampled rows"} if sampled else {})}
+    elif hasattr(data, "manifest") and hasattr(data, "fingerprint"):  # a sharded dataset (curation.shards)
+        manifest = data.manifest
+        digest = str(data.fingerprint)
+        profile = {"num_rows": int(manifest.rows), "shards": len(manifest.shards), "columns": list(manifest.schema)}
+        source = source or str(getattr(data, "root", name))
     else:
         return None
     return Dataset(name=name, digest=digest[:16], source_type="local",
