@@ -24,13 +24,13 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
+
+from curation.cache import atomic_folder
 
 # bump when the files a builder writes change meaning
 # static-v3: tokenizer without padding, embedding matrix saved C-contiguous
@@ -138,20 +138,16 @@ def ensure_artifact(spec: Mapping[str, Any], build: Callable[[Path], None], root
     with _locked(root / f".{name}.lock"):
         if (final / MANIFEST).is_file():  # another process built it while we waited
             return final
-        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is shared
-        try:
+        def write(tmp: Path) -> None:
             t0 = time.perf_counter()
             build(tmp)
             manifest = {**spec, "artifact": name, "build_seconds": round(time.perf_counter() - t0, 2),
                         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-            if final.exists():  # a folder without manifest: a crashed build of an old version
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+
+        # the one atomic folder writer (curation.cache): a folder with a manifest is always complete,
+        # and a folder left without one by a crashed build of an old version is replaced
+        atomic_folder(final, write)
     return final
 
 
