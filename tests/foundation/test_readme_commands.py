@@ -92,10 +92,9 @@ def test_readme_fits_on_a_screen_or_two_and_links_existing_pages():
     assert len(readme.splitlines()) <= README_MAX_LINES
     assert "\nbash scripts/test.sh\n" in readme
     assert "being wired" not in readme and "Status:" not in readme  # no stale status lines
-    # Every linked page exists (docs/embeddings.md is written with the embedding work, merged separately).
+    # Every linked page exists.
     for link in re.findall(r"\]\(([^)#]+\.md)\)", readme):
-        if link != "docs/embeddings.md":
-            assert (REPO / link).is_file(), link
+        assert (REPO / link).is_file(), link
 
 
 def test_readme_curate_commands_run_as_cfg_job(tmp_path):
