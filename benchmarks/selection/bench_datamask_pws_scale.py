@@ -73,6 +73,19 @@ def settle_step(steps: np.ndarray, values: np.ndarray, tol: float = 0.005, of_pr
     return -1
 
 
+def pws_problem(n: int, d: int, keep: float) -> tuple[torch.Tensor, torch.Tensor, Objective, int, float]:
+    """The synthetic PWS problem both PWS benchmarks measure (50 clusters, seed 0): embeddings and quality
+    as tensors, the diversity-only objective, the budget and the mean PWS of 5 random selections of that size."""
+    emb, q, _ = clustered_unit_vectors(n, d, n_clusters=50, seed=0)
+    emb_t, q_t = torch.from_numpy(emb), torch.tensor(q, dtype=torch.float32)
+    budget = int(keep * n)
+    obj = Objective(emb_t, q_t, diversity="pws", lam=0.0)
+    rng = np.random.default_rng(0)
+    f_random = float(np.mean([float(obj.pairwise_similarity(torch.from_numpy(rng.choice(n, budget, replace=False)).unsqueeze(0))[0])
+                              for _ in range(5)]))
+    return emb_t, q_t, obj, budget, f_random
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000)
@@ -92,13 +105,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     load0 = loadavg()
-    emb, q, _ = clustered_unit_vectors(args.n, args.d, n_clusters=50, seed=0)
-    emb_t, q_t = torch.from_numpy(emb), torch.tensor(q, dtype=torch.float32)
-    budget = int(args.keep * args.n)
-    obj = Objective(emb_t, q_t, diversity="pws", lam=0.0)
-    rng = np.random.default_rng(0)
-    f_random = float(np.mean([float(obj.pairwise_similarity(torch.from_numpy(rng.choice(args.n, budget, replace=False)).unsqueeze(0))[0])
-                              for _ in range(5)]))
+    emb_t, q_t, obj, budget, f_random = pws_problem(args.n, args.d, args.keep)
     f_greedy, t_greedy = float("nan"), float("nan")
     if args.f_greedy is not None:
         f_greedy = args.f_greedy

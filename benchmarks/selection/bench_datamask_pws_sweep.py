@@ -26,8 +26,8 @@ import torch
 
 from curation.selection.config import parse_selection_config as parse_config
 from curation.selection.datamask import run_block
-from curation.selection.objectives import Objective
-from curation.selection.synthetic import clustered_unit_vectors
+
+from bench_datamask_pws_scale import pws_problem  # same folder: the shared problem set-up
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 # greedy PWS (impl=fast, exact) of this data, from benchmarks/results/datamask_pws_100000.csv
@@ -63,13 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sweep = json.loads(args.sweep) if args.sweep else DEFAULT_SWEEP
-    emb, q, _ = clustered_unit_vectors(args.n, args.d, n_clusters=50, seed=0)
-    emb_t, q_t = torch.from_numpy(emb), torch.tensor(q, dtype=torch.float32)
-    budget = int(args.keep * args.n)
-    obj = Objective(emb_t, q_t, diversity="pws", lam=0.0)
-    rng = np.random.default_rng(0)
-    f_random = float(np.mean([float(obj.pairwise_similarity(torch.from_numpy(rng.choice(args.n, budget, replace=False)).unsqueeze(0))[0])
-                              for _ in range(5)]))
+    emb_t, q_t, obj, budget, f_random = pws_problem(args.n, args.d, args.keep)
     rows = []
     for setting in sweep:
         steps = int(setting["steps"])

@@ -134,6 +134,12 @@ def check_common(cfg: "EmbedderConfig") -> None:
             raise ValueError(f"{key} must be >= 1, got {getattr(cfg, key)!r}")
 
 
+def prepare_texts(texts: Sequence[str], cfg: "EmbedderConfig") -> list[str]:
+    """What every backend encodes: ``cfg.prefix`` + the first ``cfg.max_chars`` characters (0 = all)."""
+    cut = cfg.max_chars
+    return [cfg.prefix + (t[:cut] if cut else t) for t in texts]
+
+
 def finish(out: np.ndarray, cfg: "EmbedderConfig", n: int, n_empty: int, t0: float) -> "EmbeddingResult":
     """L2-normalise float32 rows in place, then cast to the stored dtype.
 
@@ -296,10 +302,6 @@ class SentenceEmbedder:
     def dim(self) -> int:
         return self.cfg.dim
 
-    def _prepare(self, texts: Sequence[str]) -> list[str]:
-        cut = self.cfg.max_chars
-        return [self.cfg.prefix + (t[:cut] if cut else t) for t in texts]
-
     def _token_lengths(self, texts: list[str]) -> np.ndarray:
         # the fast (Rust) tokenizer, truncated like the model will truncate
         enc = self.model.tokenizer(
@@ -319,7 +321,7 @@ class SentenceEmbedder:
         if n == 0:
             return EmbeddingResult(np.zeros((0, self.dim), out_dtype), 0, 0, 0.0, 0.0)
 
-        prepared = self._prepare(texts)
+        prepared = prepare_texts(texts, self.cfg)
         if self.cfg.sort_by_length:
             # longest first, so the first batch shows the worst-case memory at once
             order = np.argsort(-self._token_lengths(prepared), kind="stable")

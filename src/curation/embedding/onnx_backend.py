@@ -176,13 +176,12 @@ class OnnxEmbedder:
     def encode(self, texts: Sequence[str]):
         from tqdm.auto import tqdm
 
-        from curation.embedding.embedder import finish
+        from curation.embedding.embedder import finish, prepare_texts
 
         t0 = time.perf_counter()
         n = len(texts)
         n_empty = sum(1 for t in texts if not t.strip())
-        cut = self.cfg.max_chars
-        prepared = [self.cfg.prefix + (t[:cut] if cut else t) for t in texts]
+        prepared = prepare_texts(texts, self.cfg)
         out = np.zeros((n, self.dim), dtype=np.float32)
         if n:
             encs = self.tokenizer.encode_batch(prepared)
