@@ -39,7 +39,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from curation.selection.config import parse_selection_config as parse_config  # noqa: E402
+from curation.selection.config import parse_selection_config  # noqa: E402
 from curation.selection.datamask import run_block  # noqa: E402
 from curation.selection.greedy import select_greedy  # noqa: E402
 from curation.selection.objectives import Objective  # noqa: E402
@@ -112,11 +112,11 @@ def main() -> None:
     elif not args.no_greedy:
         gobj = Objective(emb_t.double(), q_t.double(), diversity="pws", lam=0.0)
         t = time.perf_counter()
-        ids, _, _ = select_greedy(gobj, budget, parse_config("greedy", {"diversity": "pws", "lam": 0.0}), seed=0)
+        ids, _, _ = select_greedy(gobj, budget, parse_selection_config("greedy", {"diversity": "pws", "lam": 0.0}), seed=0)
         t_greedy = time.perf_counter() - t
         f_greedy = float(obj.pairwise_similarity(torch.from_numpy(ids).unsqueeze(0))[0])
         print(f"greedy PWS {f_greedy:.6f} in {t_greedy:.1f} s; random {f_random:.6f}", flush=True)
-    cfg = parse_config("datamask", {"diversity": "pws", "lam": 0.0, "steps": args.steps, "group_size": args.group_size,
+    cfg = parse_selection_config("datamask", {"diversity": "pws", "lam": 0.0, "steps": args.steps, "group_size": args.group_size,
                                     "batch_ratio": args.batch_ratio, "lr": args.lr, "history_every": args.history_every,
                                     "block_size": max(args.n, 2)})
     t = time.perf_counter()

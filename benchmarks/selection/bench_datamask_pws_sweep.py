@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from curation.selection.config import parse_selection_config as parse_config
+from curation.selection.config import parse_selection_config
 from curation.selection.datamask import run_block
 
 from bench_datamask_pws_scale import pws_problem  # same folder: the shared problem set-up
@@ -67,7 +67,7 @@ def main() -> None:
     rows = []
     for setting in sweep:
         steps = int(setting["steps"])
-        cfg = parse_config("datamask", {"diversity": "pws", "lam": 0.0, "block_size": max(args.n, 2),
+        cfg = parse_selection_config("datamask", {"diversity": "pws", "lam": 0.0, "block_size": max(args.n, 2),
                                         "history_every": max(1, steps // 60), **setting})
         load0 = loadavg()
         t = time.perf_counter()

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from curation.selection.config import parse_selection_config as parse_config  # noqa: E402
+from curation.selection.config import parse_selection_config  # noqa: E402
 from curation.selection.datamask import run_block  # noqa: E402
 from curation.selection.synthetic import clustered_unit_vectors  # noqa: E402
 
@@ -70,7 +70,7 @@ def main() -> None:
         load0 = loadavg()
         times = {}
         for steps in (3, 3 + k):
-            cfg = parse_config("datamask", {"diversity": div, "lam": 0.0, "steps": steps, "group_size": args.group_size,
+            cfg = parse_selection_config("datamask", {"diversity": div, "lam": 0.0, "steps": steps, "group_size": args.group_size,
                                             "batch_ratio": args.batch_ratio, "history_every": 10**9})
             t = time.perf_counter()
             run_block(emb_t, q_t, budget, cfg, seed=0)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from curation.selection import select
-from curation.selection.config import parse_selection_config as parse_config
+from curation.selection.config import parse_selection_config
 from curation.selection.diagnostics import dominance_scores
 from curation.selection.greedy import disf_offdiag_all
 from curation.selection.objectives import Objective, disf
@@ -86,11 +86,11 @@ def test_greedy_disf_spreads_the_spectrum_more_than_random(minilm_views):
 
 def test_official_is_refused_outside_pure_disf():
     with pytest.raises(ValueError, match="impl"):
-        parse_config("greedy", {"impl": "official", "diversity": "pws", "lam": 0.0})
+        parse_selection_config("greedy", {"impl": "official", "diversity": "pws", "lam": 0.0})
     with pytest.raises(ValueError, match="impl"):
-        parse_config("greedy", {"impl": "official", "diversity": "disf", "lam": 0.5})
+        parse_selection_config("greedy", {"impl": "official", "diversity": "disf", "lam": 0.5})
     with pytest.raises(ValueError, match="first_pick"):
-        parse_config("greedy", {"diversity": "disf", "first_pick": "argmax"})
+        parse_selection_config("greedy", {"diversity": "disf", "first_pick": "argmax"})
 
 
 @pytest.mark.parametrize("dim", [384, 768])
