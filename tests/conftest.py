@@ -44,15 +44,35 @@ def _note_new_processes(request: pytest.FixtureRequest):
         _STARTED_DURING.setdefault(pid, request.node.nodeid)
 
 
+def _own_resource_tracker(me: int) -> set[int]:
+    """The pid of multiprocessing's resource tracker when it is a child of this pytest process.
+
+    A spawn-context pool (the static embedder's workers) starts it once per interpreter; it reads a pipe
+    from its parent and exits at EOF, i.e. when pytest itself exits, so it cannot outlive the run. A
+    tracker of any other parent (a leaked worker's) is still reported.
+    """
+    from multiprocessing import resource_tracker
+
+    pid = getattr(resource_tracker._resource_tracker, "_pid", None)
+    if pid is None:
+        return set()
+    try:
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return set()
+    return {pid} if ppid == me else set()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if a process it started outlives it (a server, a worker, a browser): kill it and say
     which test started it. Orphans count too: they are found by the variable they inherited."""
     me = os.getpid()
+    spared = {me} | _own_resource_tracker(me)
     deadline = time.monotonic() + LEFTOVER_GRACE_S
-    left = marked_processes(os.environ[MARKER_ENV], exclude={me})
+    left = marked_processes(os.environ[MARKER_ENV], exclude=spared)
     while left and time.monotonic() < deadline:
         time.sleep(0.5)
-        left = marked_processes(os.environ[MARKER_ENV], exclude={me})
+        left = marked_processes(os.environ[MARKER_ENV], exclude=spared)
     if not left:
         return
     for pid in left:
