@@ -92,3 +92,20 @@ def test_hash_partitioned_dedup_matches_first_occurrence_in_stream_order(docs, t
     # In one pass over the stream with a set: shard 1 rows 300, 301 and shard 2 rows 0, 1 repeat earlier ids.
     assert {k: v.tolist() for k, v in drops.items()} == {1: [300, 301], 2: [0, 1]}
     assert (bucket_of(ids, 8) == bucket_of(ids.copy(), 8)).all() and bucket_of(ids, 8).max() < 8
+
+
+def test_kedro_dataset_publishes_a_kept_folder_as_links_and_leaves_it(docs, tmp_path):
+    """A result-cache entry (``keep=True``) stays intact for the next run; the published copy shares its files."""
+    import os
+
+    cached = tmp_path / "cache" / "scores-abc"
+    _write(cached, [docs.iloc[:10], docs.iloc[10:25]], stage="scoring")
+    dataset = KedroSharded(path=str(tmp_path / "out" / "scores"))
+    dataset.save(ShardedDataset(cached, keep=True))
+    assert len(dataset.load()) == 25 and (cached / "manifest.json").is_file()
+    source = ShardedDataset(cached).shard_path("part-00001")
+    published = ShardedDataset(tmp_path / "out" / "scores").shard_path("part-00001")
+    assert os.stat(source).st_ino == os.stat(published).st_ino
+    # Publishing again (a cache hit on the next run) replaces the old copy, the cache still intact.
+    dataset.save(ShardedDataset(cached, keep=True))
+    assert len(dataset.load()) == 25 and ShardedDataset(cached).manifest.rows == 25

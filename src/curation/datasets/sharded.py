@@ -1,8 +1,8 @@
 """Kedro glue for sharded datasets (:mod:`curation.shards`): a folder of shards + manifest.json.
 
 ``save`` takes either a finished :class:`curation.shards.ShardedDataset` (a streaming stage wrote
-it in a staging folder, shard by shard, resumably) and publishes it by renaming the folder into
-place, or a DataFrame / array, which it cuts into shards of ``rows_per_shard`` rows.
+it shard by shard, resumably) and publishes it (a staging folder is renamed into place; one
+opened with ``keep=True``, e.g. a result-cache entry, is published as hard links and stays), or a DataFrame / array, which it cuts into shards of ``rows_per_shard`` rows.
 
 ``load`` returns, by default, the whole dataset as one DataFrame (``load_as: frame``). That is
 TRANSITIONAL: nodes that still take one frame (scoring, pruning, selection) keep working while
@@ -12,6 +12,7 @@ they are moved onto shards; new code asks for ``load_as: shards`` and iterates
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -53,7 +54,9 @@ class ShardedDataset(AbstractDataset):
 
     def save(self, data: Any) -> None:
         if isinstance(data, Shards):
-            self._publish(data.root)
+            # a folder that must stay (a result-cache entry) is published as hard links; a stage's
+            # staging folder is moved into place
+            self._publish(self._link_copy(data.root) if data.keep else data.root)
             return
         staging = self._path.with_name(f".{self._path.name}.tmp-{uuid.uuid4().hex[:8]}")
         try:
@@ -70,6 +73,22 @@ class ShardedDataset(AbstractDataset):
         finally:
             if staging.exists():
                 shutil.rmtree(staging)
+
+    def _link_copy(self, folder: Path) -> Path:
+        """A staging copy of ``folder`` made of hard links (no data copied; falls back to a copy
+        across filesystems). The cache entry stays intact for the next run with the same inputs."""
+        if folder.resolve() == self._path.resolve():
+            return folder
+        staging = self._path.with_name(f".{self._path.name}.tmp-{uuid.uuid4().hex[:8]}")
+
+        def link(src: str, dst: str) -> None:
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copy2(src, dst)
+
+        shutil.copytree(folder, staging, copy_function=link)
+        return staging
 
     def _publish(self, folder: Path) -> None:
         """Rename ``folder`` into place; the old dataset is moved aside first and deleted after,

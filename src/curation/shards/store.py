@@ -125,8 +125,11 @@ class ShardWriter:
 class ShardedDataset:
     """Read side of a finished sharded dataset (its manifest must exist)."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, keep: bool = False) -> None:
+        """``keep``: the folder must stay where it is when a Kedro dataset publishes it (a result-cache
+        entry: published as hard links), instead of being moved into place (a staging folder)."""
         self.root = Path(root)
+        self.keep = keep
         self.manifest: Manifest = read_manifest(self.root)
         self._writer = ShardWriter(self.root, self.manifest.kind)
 
