@@ -1,0 +1,163 @@
+"""The whole default chain at 100k / 300k / 1M documents, as a user runs it: ``curate
+pipeline=<stage>`` for ingest -> scoring -> pruning -> selection, each stage its own process,
+with the local engine and with Ray (issue #14's benchmark).
+
+Per stage: wall time, docs/s per core, peak RSS of the whole process tree (``bench_scale.measure``
+polls ``/proc`` every 0.1 s; Ray's raylet, GCS and workers included, shared pages counted once
+per process, so the Ray figure is an upper bound). The selection is DataMask on one block of
+up to 1M candidates (``selection.block_size``), ``--steps`` steps (the paper's 2,000 by default
+in the config; fewer here keeps the run short — the time per step is what scales).
+
+Corpus: ``make_corpus.py`` (the bundled corpus REPLICATED with new ids: time and memory only,
+never selection quality). Every run writes into ``run.namespace=bench_chain/<n>-<engine>`` with
+its own result cache, so nothing is reused between sizes or engines.
+
+Run alone, under the benchmark lock:
+
+    flock /tmp/bench.lock .venv/bin/python benchmarks/scale/bench_chain.py --sizes 100000 300000 1000000
+
+Writes benchmarks/results/scale_chain.csv (+ .png) and logs them to MLflow (experiment ``benchmarks``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
+
+from bench_scale import _tree_rss_kib, loadavg  # noqa: E402
+from make_corpus import make_corpus  # noqa: E402
+
+STAGES = ("ingest", "scoring", "pruning", "selection")
+
+
+def run_stage(args: list[str], env: dict[str, str]) -> dict:
+    """Run one ``curate`` command; wall time and peak RSS of its process tree."""
+    curate = str(Path(sys.executable).with_name("curate"))
+    start = time.perf_counter()
+    proc = subprocess.Popen([curate, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    peak = [0]
+
+    def poll() -> None:
+        while proc.poll() is None:
+            peak[0] = max(peak[0], _tree_rss_kib(proc.pid))
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    out, _ = proc.communicate()
+    thread.join()
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"curate {' '.join(args)} failed:\n{out[-4000:]}")
+    return {"seconds": seconds, "peak_rss_mb": peak[0] / 1024, "log_tail": out[-600:]}
+
+
+def manifest_rows(path: Path) -> int:
+    manifest = path / "manifest.json"
+    return int(json.loads(manifest.read_text())["rows"]) if manifest.is_file() else -1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
+    parser.add_argument("--engines", nargs="+", default=["local", "ray"])
+    parser.add_argument("--steps", type=int, default=200, help="DataMask steps (the per-step cost is what scales)")
+    parser.add_argument("--embedding", default="static", help="embedding config group (the fastest: static)")
+    parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
+    parser.add_argument("--out", type=Path, default=RESULTS / "scale_chain.csv")
+    parser.add_argument("--keep", action="store_true", help="keep each run's data folders")
+    parser.add_argument("--no-mlflow", action="store_true")
+    args = parser.parse_args()
+
+    rows: list[dict] = []
+    for n in args.sizes:
+        corpus = make_corpus(n, args.corpus_dir / f"{n}")
+        for engine in args.engines:
+            namespace = f"bench_chain/{n}-{engine}"
+            cache = Path(tempfile.mkdtemp(prefix=f"chain-cache-{n}-{engine}-", dir=args.corpus_dir))
+            common = [f"data.path={corpus}", f"data.engine={engine}", f"run.namespace={namespace}",
+                      f"cache.dir={cache}", f"embedding={args.embedding}", "selection=datamask",
+                      f"selection.steps={args.steps}", "selection.block_size=1000000",
+                      "tracking.experiment_name=bench_chain"]
+            env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1",
+                   "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg", "RAY_DEDUP_LOGS": "0"}
+            for stage in STAGES:
+                before = loadavg()
+                result = run_stage([f"pipeline={stage}", *common], env)
+                docs = {"ingest": manifest_rows(ROOT / "data/02_intermediate" / namespace / "documents"),
+                        "scoring": manifest_rows(ROOT / "data/02_intermediate" / namespace / "documents"),
+                        "pruning": manifest_rows(ROOT / "data/04_feature" / namespace / "scores"),
+                        "selection": manifest_rows(ROOT / "data/05_model_input" / namespace / "pruned_scores")}[stage]
+                cores = 2
+                row = {"stage": stage, "engine": engine, "corpus_docs": n, "docs": docs,
+                       "seconds": round(result["seconds"], 1),
+                       "docs_per_s_per_core": round(docs / result["seconds"] / cores, 1) if docs > 0 else "",
+                       "peak_rss_mb": round(result["peak_rss_mb"], 1), "cores": cores,
+                       "load_before": before, "load_after": loadavg()}
+                rows.append(row)
+                print(row, flush=True)
+            if not args.keep:
+                for layer in ("02_intermediate", "03_primary", "04_feature", "05_model_input", "07_model_output",
+                              "08_reporting", "06_models"):
+                    shutil.rmtree(ROOT / "data" / layer / namespace, ignore_errors=True)
+            shutil.rmtree(cache, ignore_errors=True)
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    png = plot(rows, args.out.with_suffix(".png"))
+    if not args.no_mlflow:
+        sys.path.insert(0, str(ROOT / "src"))
+        from curation.tracking.benchmarks import log_benchmark
+
+        metrics = {f"{r['stage']}_{r['engine']}_{r['corpus_docs']}_{k}": r[k] for r in rows
+                   for k in ("seconds", "peak_rss_mb") if r[k] != ""}
+        log_benchmark("scale_chain", files=[args.out, png], metrics=metrics,
+                      params={"sizes": args.sizes, "engines": args.engines, "steps": args.steps,
+                              "embedding": args.embedding})
+
+
+def plot(rows: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for engine, style in (("local", "-"), ("ray", "--")):
+        for stage, marker in zip(STAGES, "osD^"):
+            sel = [r for r in rows if r["engine"] == engine and r["stage"] == stage]
+            if not sel:
+                continue
+            x = [r["corpus_docs"] for r in sel]
+            axes[0].plot(x, [r["peak_rss_mb"] for r in sel], style, marker=marker, label=f"{stage} ({engine})")
+            axes[1].plot(x, [r["seconds"] for r in sel], style, marker=marker, label=f"{stage} ({engine})")
+    axes[0].axhline(3072, color="grey", lw=0.8, ls=":")
+    axes[0].set(xlabel="documents (replicated corpus)", ylabel="peak RSS of the process tree (MB)",
+                title="memory per stage (goal: <= 3 GB at 1M)", xscale="log")
+    axes[1].set(xlabel="documents (replicated corpus)", ylabel="wall time (s)", title="time per stage",
+                xscale="log", yscale="log")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+if __name__ == "__main__":
+    main()
