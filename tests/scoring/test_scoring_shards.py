@@ -149,3 +149,15 @@ def test_embeddings_not_aligned_with_the_documents_are_refused(docs, vectors, si
     with pytest.raises(LineageError, match="re-make it"):
         score_shards(documents, stale, cfg, tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # refused before any work
+
+
+def test_an_empty_shard_scores_to_an_empty_frame_with_every_column(sharded):
+    from curation.scoring import apply_scoring
+    from curation.scoring.sharded import load_fitted
+
+    result, folder = sharded
+    raters, merge = load_fitted(str(folder / "fit"))
+    empty = pd.DataFrame({"id": pd.Series([], dtype=str), "text": pd.Series([], dtype=str)})
+    scores, counts = apply_scoring(empty, np.zeros((0, 256), np.float32), scoring_config_from_dict(SMALL), raters, merge)
+    assert len(scores) == 0 and list(scores.columns) == list(result.scores.read(result.scores.names[0]).columns)
+    assert counts["fasttext_dclm/total"] == counts["edu/total"] == counts["books_importance/total"] == 0

@@ -228,13 +228,20 @@ def apply_scoring(frame: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scori
             empty = rater.empty_mask(texts)
             s[empty] = np.nan
             c = {"total": len(s), "empty_text": int(empty.sum()), "nan_score": int(np.isnan(s).sum())}
-        else:
+        elif texts:
             s, c = rater.score_counted(texts)
+        else:  # an empty shard (sklearn's hashing refuses an empty input)
+            s, c = np.empty(0), {"total": 0, "empty_text": 0, "nan_score": 0}
         scores[name] = s
         _log_counts(counts, name, c)
     dsir = [n for n in raters if n.endswith("_importance") and n in wanted]
     if dsir:
-        z = timed("dsir/features", lambda: DSIRImportance(cfg.dsir.model).features(texts))
+        if texts:
+            z = timed("dsir/features", lambda: DSIRImportance(cfg.dsir.model).features(texts))
+        else:  # an empty shard (sklearn's hashing refuses an empty input)
+            from scipy.sparse import csr_matrix
+
+            z = csr_matrix((0, cfg.dsir.model.buckets))
         for name in dsir:
             s = raters[name].score_features(z)
             scores[name] = s
