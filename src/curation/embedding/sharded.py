@@ -81,8 +81,11 @@ def embed_shards(documents: ShardedDataset, config: EmbedderConfig, folder: str 
         done.check_aligned_with(documents, name="embeddings")
         return done, True
     tasks = [ShardTask(n, partial(read_shard, str(documents.root), n, ("id", "text"))) for n in documents.names]
-    run_shards(partial(embed_shard, config=config), tasks, {"embeddings": (folder, "array")}, engine,
-               desc="embeddings")
+    try:
+        run_shards(partial(embed_shard, config=config), tasks, {"embeddings": (folder, "array")}, engine,
+                   desc="embeddings")
+    finally:
+        _EMBEDDERS.clear()  # the local engine's model is not needed by the stages that follow
     ShardWriter(folder, "array").finalize(
         documents.names, stage="embedding", inputs={"documents": documents.fingerprint},
         config_digest=embedding_digest(config), remake=EMBED_REMAKE, aligned_with=documents.fingerprint)
