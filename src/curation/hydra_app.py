@@ -49,7 +49,7 @@ def run_kedro(params: dict[str, Any], *, project_path: Path | None = None, env: 
         from kedro.pipeline import Pipeline
 
         combined = sum((pipelines[n] for n in names), start=Pipeline([]))
-        params["run"]["free_inputs"] = sorted(i for i in combined.inputs() if not i.startswith("params:"))
+        params["run"]["free_inputs"] = sorted({i.split("@")[0] for i in combined.inputs() if not i.startswith("params:")})
     with KedroSession.create(project_path=root, env=env or params.get("kedro_env"),
                              runtime_params={COMPOSED_KEY: True, **params}) as session:
         return session.run(pipeline_names=names)

@@ -123,7 +123,7 @@ OUT_OF_RANGE = [
     ("pretrain.model.n_head", 0, "pretrain.model.n_head=0: must be >= 1"),
     ("pretrain.train.seq_len", 512, "pretrain.train.seq_len=512: must be <= model.max_seq_len=256"),
     ("pretrain.tokenizer.vocab_size", 100, "pretrain.tokenizer.vocab_size=100: must be >= 258"),
-    ("scoring.ray.actors", 0, "scoring.ray.actors=0: must be >= 1"),
+    ("scoring.fit_sample_docs", 0, "scoring.fit_sample_docs=0: must be >= 1"),
     ("scoring.training.eval_fraction", 1.0, "scoring.training.eval_fraction=1.0: must be in [0, 1)"),
     ("scoring.fasttext_dclm.epoch", 0, "scoring.fasttext_dclm.epoch=0: must be >= 1"),
     ("embedding.batch_size", 0, "embedding.batch_size=0: must be >= 1"),
@@ -190,7 +190,7 @@ def test_three_point_zero_is_not_an_int_anywhere():
         (lambda: parse_config({"train": {"max_steps": 3.0}}, path="pretrain"), "pretrain.train.max_steps=3.0"),
         (lambda: parse_metarater_config({"num_proxies": 3.0}, path="metarater"), "metarater.num_proxies=3.0"),
         (lambda: parse_eval_config({"limit": 3.0}, path="eval"), "eval.limit=3.0"),
-        (lambda: scoring_config_from_dict({"ray": {"actors": 3.0}}), "scoring.ray.actors=3.0"),
+        (lambda: scoring_config_from_dict({"fit_sample_docs": 3.0}), "scoring.fit_sample_docs=3.0"),
         (lambda: parse_dataclass(BudgetConfig, {"docs": 3.0}, path="budget"), "budget.docs=3.0"),
     ]
     for parse, head in cases:

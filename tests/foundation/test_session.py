@@ -26,7 +26,7 @@ def test_ingest_in_kedro_session_reads_back_catalog_and_mlflow(project):
 
     with KedroSession.create(project_path=project, runtime_params={"data": {"path": str(CORPUS_DIR)}}) as session:
         catalog = session.load_context().catalog
-        documents = catalog.load("documents")
+        documents = catalog.load("documents@frame")
         doc_stats = catalog.load("document_stats")
         rejected = catalog.load("rejected_documents")
     assert len(documents) == 300 and documents["id"].is_unique

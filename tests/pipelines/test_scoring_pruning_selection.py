@@ -35,9 +35,9 @@ def _catalog(project):
 def test_default_job_then_cached_rerun_and_a_selection_sweep(project):
     run_kedro(compose_config(project / "conf", FAST), project_path=project)  # __default__: all four pipelines
     catalog = _catalog(project)
-    documents = catalog.load("documents")
-    scores = catalog.load("scores")
-    embeddings = np.asarray(catalog.load("embeddings"))
+    documents = catalog.load("documents@frame")
+    scores = catalog.load("scores@frame")
+    embeddings = np.asarray(catalog.load("embeddings@frame"))
     assert list(scores["id"]) == list(documents["id"]) and embeddings.shape == (250, 256)  # embedding=static
     assert np.allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-3)
     assert scores["quality"].between(0, 15).all()
@@ -66,7 +66,7 @@ def test_default_job_then_cached_rerun_and_a_selection_sweep(project):
     run_kedro(compose_config(project / "conf", [*FAST, "pipeline=scoring"]), project_path=project)
     rerun = _runs(project).iloc[-1]
     assert rerun["metrics.embedding_cache_hit"] == 1 and rerun["metrics.scoring_cache_hit"] == 1
-    assert catalog.load("scores").equals(scores)
+    assert catalog.load("scores@frame").equals(scores)
 
     # A sweep over lambda reads the one pruned corpus and writes one selection per job.
     import os

@@ -71,3 +71,17 @@ def embedder():
 @pytest.fixture(scope="session")
 def subset_embeddings(embed_subset, embedder) -> np.ndarray:
     return embedder(embed_subset["text"].tolist())
+
+
+def write_shards(data, root: Path, n_shards: int, *, stage: str = "ingest", aligned_with=None):
+    """A frame or array cut into ``n_shards`` shards as a finished sharded dataset (test input)."""
+    from curation.shards import ShardedDataset, ShardWriter, shard_names
+
+    kind = "frame" if isinstance(data, pd.DataFrame) else "array"
+    writer = ShardWriter(root, kind)
+    names = shard_names(n_shards)
+    for name, rows in zip(names, np.array_split(np.arange(len(data)), n_shards)):
+        part = data.iloc[rows].reset_index(drop=True) if kind == "frame" else np.asarray(data)[rows]
+        writer.mark_complete(writer.write(name, part))
+    writer.finalize(names, stage=stage, aligned_with=aligned_with)
+    return ShardedDataset(root)

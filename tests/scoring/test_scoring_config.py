@@ -49,10 +49,14 @@ def test_unknown_keys_raters_and_engines_fail():
         scoring_config_from_dict({"raters": ["dclm"]})
     with pytest.raises(ValueError, match="known engines"):
         scoring_config_from_dict({"engine": "spark"})
-    with pytest.raises(KeyError, match="actor_cpus"):
-        scoring_config_from_dict({"ray": {"actor_cpus": 0.5}})
-    cfg = scoring_config_from_dict({"engine": "ray", "ray": {"actors": 3, "actor_num_cpus": 0.25}})
-    assert (cfg.engine, cfg.ray.actors, cfg.ray.actor_num_cpus, cfg.ray.batch_size) == ("ray", 3, 0.25, 1024)
+    # the Ray Data job's knobs are gone (Ray runs the per-shard functions at data.ray_address)
+    with pytest.raises(KeyError, match="scoring.ray: unknown key"):
+        scoring_config_from_dict({"ray": {"actors": 2}})
+    with pytest.raises(ValueError, match="fit_sample_docs"):
+        scoring_config_from_dict({"fit_sample_docs": 0})
+    cfg = scoring_config_from_dict({"engine": "ray", "fit_sample_docs": 5000})
+    assert (cfg.engine, cfg.fit_sample_docs) == ("ray", 5000)
+    assert scoring_config_from_dict({}).engine is None  # null: follow data.engine
 
 
 def test_partial_ultrafineweb_override_keeps_its_recipe_defaults():

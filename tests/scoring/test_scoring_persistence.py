@@ -11,6 +11,7 @@ import pytest
 
 from curation.datasets.rater_models import RaterModelsDataset
 from curation.scoring import score_corpus, scoring_config_from_dict
+from tests.scoring.conftest import write_shards
 from curation.scoring.persistence import RaterFolder, load_raters, read_manifest, write_raters_atomically
 
 SMALL = {
@@ -94,10 +95,11 @@ def test_node_hands_on_the_raters_on_a_cache_hit_too(embed_subset, tmp_path):
 
     cache = {"dir": str(tmp_path / "cache"), "enabled": True}
     scoring = {"raters": ["dsir", "redpajama"], "dsir": {"targets": {"wikipedia": ["encyclopedic"]}}}
-    no_embeddings = np.zeros((len(embed_subset), 0), np.float32)
-    first = score_documents(embed_subset, no_embeddings, scoring, cache)
-    second = score_documents(embed_subset, no_embeddings, scoring, cache)
+    documents = write_shards(embed_subset, tmp_path / "documents", 3)
+    first = score_documents(documents, None, scoring, cache)
+    second = score_documents(documents, None, scoring, cache)
     assert (first[1]["scoring_cache_hit"], second[1]["scoring_cache_hit"]) == (0.0, 1.0)
     assert (first[3].fresh, second[3].fresh) == (True, False)
     assert second[3].directory == first[3].directory and set(second[3].load()) == {"wikipedia_importance"}
-    pd.testing.assert_frame_equal(first[0], second[0])
+    pd.testing.assert_frame_equal(first[0].to_frame(), second[0].to_frame())
+    assert first[0].root == second[0].root and first[0].keep  # the cache entry itself, published as links

@@ -16,7 +16,7 @@ from tests.shards.conftest import CORPUS
 def select_documents(pruned_scores, pruned_embeddings, documents, selection, budget, run):
     """The selection pipeline's ``select_documents_node`` on an in-memory catalog."""
     out = run_node(create_pipeline, "select_documents_node",
-                   {"pruned_scores": pruned_scores, "pruned_embeddings": pruned_embeddings, "documents": documents},
+                   {"pruned_scores": pruned_scores, "pruned_embeddings": pruned_embeddings, "documents@frame": documents},
                    {"selection": selection, "budget": budget, "run": run})
     return out["selected_ids"], out["selected_documents"], out["selection_history"], out["selection_run_metrics"]
 

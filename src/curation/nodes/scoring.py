@@ -1,7 +1,9 @@
-"""Scoring nodes: sentence embeddings, then every rater and the merged 0-15 quality.
+"""Scoring nodes: sentence embeddings, then every rater and the merged 0-15 quality, on shards.
 
-Both are cached (``curation.cache``): a re-run with the same documents and
-config loads the previous result instead of recomputing it.
+Both stages stream shard by shard (:mod:`curation.embedding.sharded`,
+:mod:`curation.scoring.sharded`) in a stage folder of the result cache
+(:mod:`curation.scoring.cached`): a re-run with the same documents and config is a
+cache hit, a killed run resumes at its first unfinished shard.
 """
 
 from __future__ import annotations
@@ -13,66 +15,89 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from curation.cache import config_key, frame_fingerprint, result_cache
 from curation.reporting.plots import plot_length_distribution, plot_quality_histogram, plot_spearman_heatmap
+from curation.shards import ShardedDataset
 
 log = logging.getLogger(__name__)
 
+PLOT_SAMPLE_DOCS = 20_000  # documents the Spearman heatmap and the token lengths are drawn from
 
-def embed_documents(documents: pd.DataFrame, embedding: dict[str, Any],
-                    cache: dict[str, Any]) -> tuple[np.ndarray, dict[str, float]]:
-    """One L2-normalised embedding row per document, in document order."""
+
+def _namespace(run: dict[str, Any] | None) -> str:
+    return str((run or {}).get("namespace") or "default")
+
+
+def embed_documents(documents: ShardedDataset, embedding: dict[str, Any], cache: dict[str, Any],
+                    data: dict[str, Any] | None = None,
+                    run: dict[str, Any] | None = None) -> tuple[ShardedDataset, dict[str, float]]:
+    """One L2-normalised embedding row per document, sharded like ``documents`` (``data.engine``)."""
+    from curation.cache import config_key
     from curation.configuration import parse_dataclass
-    from curation.embedding import EmbedderConfig, make_embedder, model_fingerprint
+    from curation.embedding import EmbedderConfig
+    from curation.embedding.sharded import embed_shards, embedding_digest
+    from curation.scoring.cached import stage_folder
+    from curation.scoring.sharded import engine_of
 
     config = parse_dataclass(EmbedderConfig, embedding, path="embedding")
-    store = result_cache(cache)
-    # The progress bar is the one knob that does not change the vectors.
-    key = config_key("embeddings-v1", {k: v for k, v in embedding.items() if k != "show_progress"},
-                     model_fingerprint(config), frame_fingerprint(documents, ["id", "text"]))
-    timing: dict[str, float] = {}
-
-    def compute() -> np.ndarray:
-        result = make_embedder(config).encode(documents["text"].tolist())
-        timing.update({"embedding_docs_per_s": float(result.docs_per_s), "embedding_seconds": float(result.seconds),
-                       "embedding_empty_text": float(result.n_empty)})
-        return result.embeddings
-
+    key = config_key(embedding_digest(config), documents.fingerprint)
+    folder, keep = stage_folder(cache, "embeddings", key, _namespace(run))
     started = time.perf_counter()
-    vectors = store.array("embeddings", key, compute)
-    metrics = {"embedding_dim": float(vectors.shape[1]), "embedding_docs": float(len(vectors)),
-               "embedding_cache_hit": float(store.hits), "embedding_wall_seconds": time.perf_counter() - started,
-               **timing}
+    vectors, hit = embed_shards(documents, config, folder, engine_of(None, data), keep=keep)
+    stats = vectors.manifest.stats
+    width = vectors.array(vectors.names[0]).shape[1] if vectors.names else config.dim
+    metrics = {"embedding_dim": float(width), "embedding_docs": float(len(vectors)),
+               "embedding_cache_hit": float(hit), "embedding_wall_seconds": time.perf_counter() - started,
+               "embedding_shards": float(len(vectors.names))}
+    for key_ in ("embedding_seconds", "embedding_empty_text", "embedding_zero_vector"):
+        if key_ in stats:
+            metrics[key_] = float(stats[key_])
+    if stats.get("embedding_seconds"):
+        metrics["embedding_docs_per_s"] = float(stats.get("embedding_docs", 0)) / float(stats["embedding_seconds"])
     return vectors, metrics
 
 
 def score_documents(
-    documents: pd.DataFrame, embeddings: np.ndarray, scoring: dict[str, Any], cache: dict[str, Any]
-) -> tuple[pd.DataFrame, dict[str, float], pd.DataFrame, Any]:
-    """Train and apply the configured raters (:func:`curation.scoring.cached.score_cached`): ``scores``,
+    documents: ShardedDataset, embeddings: ShardedDataset, scoring: dict[str, Any], cache: dict[str, Any],
+    data: dict[str, Any] | None = None, run: dict[str, Any] | None = None,
+) -> tuple[ShardedDataset, dict[str, float], pd.DataFrame, Any]:
+    """Fit the configured raters on a sample and score every shard
+    (:func:`curation.scoring.cached.score_cached`): ``scores`` (sharded, aligned with ``documents``),
     ``scoring_metrics``, the quality share table and ``rater_models``, the fitted raters (a
     ``RaterFolder``; the catalog saves it to ``data/06_models`` and MLflow)."""
     from curation.scoring.cached import score_cached
 
-    return score_cached(documents, embeddings, scoring, cache)
+    return score_cached(documents, embeddings, scoring, cache, data, _namespace(run))
 
 
-def plot_scores(scores: pd.DataFrame, documents: pd.DataFrame, quality_share_table: pd.DataFrame,
+def plot_scores(scores: ShardedDataset, documents: ShardedDataset, quality_share_table: pd.DataFrame,
                 embedding: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """The Spearman heatmap among raters, the quality distribution and token lengths per source."""
+    """The Spearman heatmap among raters and token lengths per source, on a bounded hash-chosen
+    sample of documents (``PLOT_SAMPLE_DOCS``); the quality distribution of every document."""
     from tokenizers import Tokenizer
 
     from curation.embedding.embedder import packaged_tokenizer_path
     from curation.pruning import quality_histogram
+    from curation.scoring.sample import sample_mask, sample_threshold
+    from curation.scoring.sharded import quality_values
+
+    threshold = sample_threshold((documents.read(n, ["id"])["id"] for n in documents.names), PLOT_SAMPLE_DOCS)
+    doc_parts, score_parts = [], []
+    for name in documents.names:
+        docs = documents.read(name, [c for c in ("id", "text", "source") if c in documents.manifest.schema])
+        mask = sample_mask(docs["id"], threshold)
+        doc_parts.append(docs[mask])
+        score_parts.append(scores.read(name)[mask])
+    sample_docs = pd.concat(doc_parts, ignore_index=True)
+    sample_scores = pd.concat(score_parts, ignore_index=True)
 
     tokenizer = Tokenizer.from_file(packaged_tokenizer_path())
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    lengths = np.array([len(e.ids) for e in tokenizer.encode_batch(documents["text"].tolist())])
-    sources = documents["source"].astype("string").fillna("unknown").to_numpy() if "source" in documents \
-        else np.array(["unknown"] * len(documents))
-    heatmap = plot_spearman_heatmap(scores.drop(columns=["id"]))
-    quality = plot_quality_histogram(quality_histogram(scores["quality"].to_numpy(dtype="float64")),
+    lengths = np.array([len(e.ids) for e in tokenizer.encode_batch(sample_docs["text"].tolist())])
+    sources = sample_docs["source"].astype("string").fillna("unknown").to_numpy() if "source" in sample_docs \
+        else np.array(["unknown"] * len(sample_docs))
+    heatmap = plot_spearman_heatmap(sample_scores.drop(columns=["id"]))
+    quality = plot_quality_histogram(quality_histogram(quality_values(scores)),
                                      title="merged quality (0-15), DATAMASK Table 6 analogue")
     lengths_plot = plot_length_distribution(lengths, sources, unit="MiniLM tokens")
     return heatmap, quality, lengths_plot

@@ -11,9 +11,12 @@ nothing to score), ``score_counted`` (scores plus bad-input counts) and
 - ``redpajama``: the 11 RedPajama natural-language signals (Meta-rater Table 5)
 - ``merge``: quantile mapping onto the Edu scale and the 0-15 ``quality`` (DATAMASK A.5)
 - ``training_sets``: positives/negatives from config, the human-label split, eval ROC-AUC
-- ``run``: ``score_corpus`` runs all of the above on a corpus frame
+- ``run``: ``fit_scoring`` (raters + merge map on a sample), ``apply_scoring`` (any rows),
+  ``score_corpus`` (both on one frame)
+- ``sample``: the fit sample (bounded, hash-chosen, independent of the sharding)
+- ``sharded``: fit once, then score every document shard (local or Ray tasks)
+- ``cached``: the scoring stage folder in the result cache (re-run = hit, killed run resumes)
 - ``persistence``: fitted raters saved as one folder (``manifest.json`` + a file per rater) and loaded back
-- ``ray_engine``: ``scoring.engine=ray``, the text raters applied by a Ray Data job (optional extra)
 """
 
 from curation.scoring.config import ALL_RATERS, DSIRTargets, ScoringConfig, scoring_config_from_dict
@@ -28,9 +31,9 @@ from curation.scoring.embedding_raters import (
     wiki_training_config,
 )
 from curation.scoring.fasttext_rater import FastTextConfig, FastTextRater, UltraFineWebConfig, UltraFineWebTokenizer
-from curation.scoring.merge import MergeConfig, merge_quality, quality_share, quantile_map
+from curation.scoring.merge import MergeConfig, MergeMap, merge_quality, quality_share, quantile_map
 from curation.scoring.redpajama import SIGNALS, RedPajamaSignals, signals_of
-from curation.scoring.run import ScoringResult, score_corpus
+from curation.scoring.run import FittedScoring, ScoringResult, apply_scoring, fit_scoring, score_corpus
 from curation.scoring.training_sets import (
     TrainingSet,
     TrainingSetConfig,
@@ -48,7 +51,9 @@ __all__ = [
     "EduRater",
     "FastTextConfig",
     "FastTextRater",
+    "FittedScoring",
     "MergeConfig",
+    "MergeMap",
     "RedPajamaSignals",
     "SIGNALS",
     "ScoringConfig",
@@ -60,9 +65,11 @@ __all__ = [
     "WeakLabelRule",
     "WikiConfig",
     "WikiRater",
+    "apply_scoring",
     "build_edu_annotations",
     "build_training_set",
     "eval_roc_auc",
+    "fit_scoring",
     "human_label_split",
     "merge_quality",
     "quality_share",

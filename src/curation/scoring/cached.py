@@ -1,68 +1,71 @@
-"""Scoring cached by content: every rater and the merged 0-15 quality, with the fitted raters.
+"""The scoring and embedding stage folders in the result cache, and scoring as a stage.
 
-A re-run with the same documents, embeddings and ``scoring`` config loads the
-previous scores and raters from ``cache.dir`` (:mod:`curation.cache`) instead
-of recomputing them. The raters are cached with the scores
-(``raters-<key>/`` beside ``scores-<key>.parquet``, written first), so a cache
-hit still hands the models on.
+A stage folder is ``<cache.dir>/<stage>-<key>`` with ``key`` = the stage's config digest +
+its input fingerprints (:func:`curation.cache.config_key`): a re-run with the same documents,
+embeddings and config finds the finished folder (a cache hit; published by hard links, the
+cache entry stays), and a killed run finds its finished shards and resumes after them. With
+``cache.enabled: false`` the folder is a staging folder under
+``data/02_intermediate/.staging/<namespace>/`` that publishing moves into place.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-from curation.cache import array_digest, config_key, frame_fingerprint, result_cache
+from curation.cache import cache_dir, config_key
 from curation.scoring import merge
 from curation.scoring.config import scoring_config_from_dict
-from curation.scoring.persistence import MANIFEST, RaterFolder, write_raters_atomically
-from curation.scoring.run import score_corpus
+from curation.scoring.persistence import RaterFolder
+from curation.scoring.sharded import engine_of, quality_values, score_shards
+from curation.shards import ShardedDataset
 
 log = logging.getLogger(__name__)
 
+STAGING = Path("data") / "02_intermediate" / ".staging"
 
-def score_cached(documents: pd.DataFrame, embeddings: np.ndarray, scoring: Mapping[str, Any],
-                 cache: Mapping[str, Any]) -> tuple[pd.DataFrame, dict[str, float], pd.DataFrame, RaterFolder]:
-    """``scores`` (``id`` + one column per score + ``quality`` in [0, 15]), metrics (ROC-AUC per rater on
-    the held-out human labels, counts of empty texts and NaN scores, timings, ``scoring_cache_hit``), the
-    share per integer quality score (DATAMASK Table 6 analogue) and the fitted raters."""
+
+def stage_folder(cache: Mapping[str, Any], stage: str, key: str, namespace: str = "default") -> tuple[Path, bool]:
+    """``(folder, keep)``: the cache entry (keep it when publishing) or a staging folder (move it)."""
+    directory = cache_dir(cache)
+    if directory is not None:
+        return directory / f"{stage}-{key}", True
+    from curation.paths import project_root
+
+    return project_root() / STAGING / namespace / f"{stage}-{key}", False
+
+
+def scoring_digest(scoring: Mapping[str, Any]) -> str:
+    """Digest of the scoring config; the engine does not change the scores, so it is left out."""
+    return config_key("scores-v3", {k: v for k, v in scoring.items() if k != "engine"})
+
+
+def score_cached(documents: ShardedDataset, embeddings: ShardedDataset | None, scoring: Mapping[str, Any],
+                 cache: Mapping[str, Any], data: Mapping[str, Any] | None = None,
+                 namespace: str = "default") -> tuple[ShardedDataset, dict[str, float], pd.DataFrame, RaterFolder]:
+    """``scores`` (sharded, aligned with ``documents``: ``id`` + one column per score + ``quality`` in
+    [0, 15]), metrics (ROC-AUC per score column on the fit sample's held-out human labels, counts of
+    empty texts and NaN scores summed over shards, timings, ``scoring_cache_hit``), the share per
+    integer quality score (DATAMASK Table 6 analogue) and the fitted raters."""
     config = scoring_config_from_dict(scoring)
-    store = result_cache(cache)
-    embeddings = np.asarray(embeddings, dtype=np.float32)
-    # v2: the fitted raters are cached too (v1 entries have none)
-    key = config_key("scores-v2", scoring, frame_fingerprint(documents, ["id", "text"]), array_digest(embeddings))
-    metrics_path = store.directory / f"scores-{key}.metrics.json"
-    raters_dir = store.directory / f"raters-{key}"
-    scores_path = store.directory / f"scores-{key}.parquet"  # ResultCache's <name>-<key>.<ext>
-    if store.enabled and scores_path.exists() and not (raters_dir / MANIFEST).exists():
-        log.warning("cached scores %s have no raters folder: recomputing both", scores_path.name)
-        scores_path.unlink()
-    computed: dict[str, float] = {}
-    fitted: dict[str, Any] = {}
-    meta = {"scores_key": key, "documents": len(documents), "scoring": scoring}
-
-    def compute() -> pd.DataFrame:
-        result = score_corpus(documents, config, embeddings=embeddings)
-        computed.update(result.metrics)
-        fitted.update(result.raters)
-        if store.enabled:  # before the scores file, so a cached score always has its raters
-            write_raters_atomically(result.raters, raters_dir, meta)
-        return result.scores
-
-    scores = store.frame("scores", key, compute)
-    if computed and store.enabled:
-        metrics_path.write_text(json.dumps(computed))
-    metrics = computed or (json.loads(metrics_path.read_text()) if metrics_path.exists() else {})
-    metrics = {k.replace("/", "_"): float(v) for k, v in metrics.items()}
-    metrics["scoring_cache_hit"] = float(store.hits)
-    share = merge.quality_share(scores["quality"]) if "quality" in scores else pd.DataFrame()
-    if "quality" in scores:
-        metrics["quality_mean"] = float(np.nanmean(scores["quality"]))
-        metrics["quality_nan"] = float(scores["quality"].isna().sum())
-    models = (RaterFolder(directory=raters_dir, fresh=bool(computed)) if store.enabled
-              else RaterFolder(raters=fitted, meta=meta))
-    return scores, metrics, share, models
+    digest = scoring_digest(scoring)
+    key = config_key(digest, documents.fingerprint, embeddings.fingerprint if embeddings is not None else None)
+    folder, keep = stage_folder(cache, "scoring", key, namespace)
+    meta = {"scores_key": key, "documents": len(documents), "scoring": dict(scoring)}
+    result = score_shards(documents, embeddings, config, folder, engine_of(config.engine, data),
+                          config_digest=digest, keep=keep, meta=meta)
+    metrics = {k.replace("/", "_"): float(v) for k, v in result.metrics.items()}
+    metrics["scoring_cache_hit"] = float(result.cache_hit)
+    metrics["scoring_shards"] = float(len(result.scores.names))
+    share = pd.DataFrame()
+    if "quality" in result.scores.manifest.schema:
+        quality = quality_values(result.scores)
+        share = merge.quality_share(quality)
+        metrics["quality_mean"] = float(np.nanmean(quality)) if len(quality) else float("nan")
+        metrics["quality_nan"] = float(np.isnan(quality).sum())
+    models = RaterFolder(directory=result.raters_dir, fresh=not result.cache_hit)
+    return result.scores, metrics, share, models

@@ -17,11 +17,11 @@ from curation.scoring.dsir import DSIRConfig
 from curation.scoring.embedding_raters import EduConfig, WeakLabelRule, WikiConfig
 from curation.scoring.fasttext_rater import FastTextConfig, UltraFineWebConfig
 from curation.scoring.merge import MergeConfig
-from curation.scoring.ray_engine import RayConfig
 from curation.scoring.training_sets import TrainingSetConfig
 
 ALL_RATERS = ("fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki", "dsir", "redpajama")
-ENGINES = ("inprocess", "ray")
+# None: follow data.engine; "inprocess" is the old name of "local" (still accepted)
+ENGINES = ("local", "ray", "inprocess")
 
 
 @dataclass
@@ -40,10 +40,12 @@ class ScoringConfig:
 
     # raters to run, from ALL_RATERS
     raters: list[str] = field(default_factory=lambda: list(ALL_RATERS))
-    # "inprocess" (pandas batches) | "ray": fastText, DSIR and RedPajama applied by a Ray Data job
-    engine: str = "inprocess"
-    # Ray Data job of engine=ray (curation.scoring.ray_engine)
-    ray: RayConfig = field(default_factory=RayConfig)
+    # who runs the per-shard embedding and scoring functions: None = data.engine (the one engine
+    # knob of the per-shard stages) | local | ray; "inprocess" = local (its old name)
+    engine: str | None = None
+    # documents the raters and the 0-15 merge map are fitted on (a hash-chosen sample,
+    # curation.scoring.sample); a corpus this small is fitted on every document
+    fit_sample_docs: int = 200_000
     # a folder of fitted raters written by an earlier run (data/06_models/<namespace>/raters):
     # the raters it holds are loaded instead of fitted; null = fit every rater
     pretrained_dir: str | None = None
@@ -59,15 +61,9 @@ class ScoringConfig:
         unknown = [r for r in self.raters if r not in ALL_RATERS]
         if unknown:
             raise ConfigError("raters", f"unknown rater(s) {unknown}; known: {list(ALL_RATERS)}", self.raters)
-        if self.engine not in ENGINES:
-            raise ConfigError("engine", f"must be one of the known engines {list(ENGINES)}", self.engine)
-        ray = self.ray
-        at_least("ray.num_cpus", ray.num_cpus, 1, optional=True)
-        at_least("ray.actors", ray.actors, 1)
-        at_least("ray.actor_num_cpus", ray.actor_num_cpus, 0, strict=True)
-        for key in ("batch_size", "rows_per_shard"):
-            at_least(f"ray.{key}", getattr(ray, key), 1)
-        at_least("ray.repartition", ray.repartition, 1, optional=True)
+        if self.engine is not None and self.engine not in ENGINES:
+            raise ConfigError("engine", f"must be null or one of the known engines {list(ENGINES)}", self.engine)
+        at_least("fit_sample_docs", self.fit_sample_docs, 1)
         at_least("training.max_per_class", self.training.max_per_class, 1, optional=True)
         in_range("training.eval_fraction", self.training.eval_fraction, 0, 1, high_open=True)
         for name in ("fasttext_dclm", "fasttext_ultrafineweb"):
@@ -105,4 +101,4 @@ def scoring_config_from_dict(mapping: Mapping[str, Any], path: str = "scoring") 
     return parse_dataclass(ScoringConfig, mapping, path=path)
 
 
-__all__ = ["ALL_RATERS", "DSIRTargets", "ENGINES", "RayConfig", "ScoringConfig", "WeakLabelRule", "scoring_config_from_dict"]
+__all__ = ["ALL_RATERS", "DSIRTargets", "ENGINES", "ScoringConfig", "WeakLabelRule", "scoring_config_from_dict"]

@@ -3,7 +3,7 @@
 ``save_raters`` writes what ``score_corpus`` fitted (``ScoringResult.raters``);
 ``load_raters`` reads it back, so a new corpus can be scored with the same
 models (``scoring.pretrained_dir=<folder>``) and Ray workers can load them
-(``curation.scoring.ray_engine``). Each rater is written by its own ``save``:
+(``curation.scoring.sharded``: every worker loads the fit folder once). Each rater is written by its own ``save``:
 
 | rater | file(s) |
 |---|---|

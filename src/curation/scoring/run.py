@@ -1,16 +1,26 @@
-"""Fit every configured rater on a corpus, score it, merge into ``quality``.
+"""Fit the configured raters on a sample, apply them to any rows, merge into ``quality``.
 
-``score_corpus`` is what a Kedro node wraps: a corpus frame (columns ``id``,
-``text``, ``source``, ``extra``, ``quality_label``) and an optional embedding
-matrix in, one scores row per document, the fitted raters and a flat metrics
-dict (bad-input counts, training-set sizes, eval ROC-AUC per score column)
-out. Embeddings are computed once and shared by the Edu and Wiki raters.
+Scoring has two steps, so that a corpus of any size is scored shard by shard
+(issue 14, "Global steps stay explicit and small"):
 
-``cfg.engine`` picks who applies the text raters (fastText, DSIR, RedPajama):
-``inprocess`` (this process, pandas batches) or ``ray`` (a Ray Data job,
-``curation.scoring.ray_engine``). Either way every rater is fitted here, and
-the scores are the same. ``cfg.pretrained_dir`` loads raters saved by an
-earlier run (``curation.scoring.persistence``) instead of fitting them.
+* :func:`fit_scoring` (global, once): every rater is trained on a bounded sample
+  of the corpus (``scoring.fit_sample_docs`` documents, :mod:`curation.scoring.sample`):
+  the training sets come from the sample as before (``build_training_set``,
+  ``build_edu_annotations``); the 0-15 merge map (DATAMASK App. A.5) is fitted on
+  the sample's component scores (:class:`~curation.scoring.merge.MergeMap`); the
+  eval ROC-AUC of every score column is measured on the sample's held-out
+  human labels.
+* :func:`apply_scoring` (per document, any batch: one shard, one frame): the
+  fitted raters (fastText x2, Edu/Wiki heads on the embeddings, DSIR, RedPajama
+  signals) and the fitted merge map; it returns the scores and the bad-input
+  counts, which add up across shards.
+
+:func:`score_corpus` is the one-frame entry (fit on the frame's sample, apply to
+the frame); :mod:`curation.scoring.sharded` runs the same two steps on sharded
+datasets, locally or as Ray tasks. With a sample holding every document (the
+default size covers the bundled corpus), both give exactly the scores of
+fitting and applying on the whole corpus. ``cfg.pretrained_dir`` loads raters
+saved by an earlier run (``curation.scoring.persistence``) instead of fitting them.
 """
 
 from __future__ import annotations
@@ -26,9 +36,10 @@ from curation.scoring.config import ScoringConfig
 from curation.scoring.dsir import DSIRImportance
 from curation.scoring.embedding_raters import EduRater, WikiRater, build_edu_annotations, wiki_training_config
 from curation.scoring.fasttext_rater import FastTextRater
-from curation.scoring.merge import merge_quality
+from curation.scoring.merge import MergeMap
 from curation.scoring.redpajama import SIGNALS, RedPajamaSignals
-from curation.scoring.training_sets import build_training_set, category_of, eval_roc_auc
+from curation.scoring.sample import sample_mask, sample_threshold
+from curation.scoring.training_sets import EVAL, build_training_set, category_of, eval_roc_auc, human_label_split
 
 
 @dataclass
@@ -38,8 +49,21 @@ class ScoringResult:
     raters: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class FittedScoring:
+    """What :func:`fit_scoring` learns: the raters, the merge map and the fit's metrics."""
+
+    raters: dict[str, Any]  # name -> fitted rater (fastText, edu, wiki, <target>_importance)
+    merge: MergeMap | None  # None when a merge component is not configured
+    metrics: dict[str, float] = field(default_factory=dict)  # training-set sizes, fit seconds, ROC-AUC
+
+
 def _log_counts(metrics: dict, prefix: str, counts: dict) -> None:
     metrics.update({f"{prefix}/{k}": v for k, v in counts.items()})
+
+
+def needs_embeddings(cfg: ScoringConfig) -> bool:
+    return "edu" in cfg.raters or ("wiki" in cfg.raters and cfg.wiki.features == "embedding")
 
 
 def _load_pretrained(cfg: ScoringConfig, embedder) -> dict[str, Any]:
@@ -58,43 +82,26 @@ def _load_pretrained(cfg: ScoringConfig, embedder) -> dict[str, Any]:
     return load_raters(cfg.pretrained_dir, names, embedder)
 
 
-def _score_on_ray(df: pd.DataFrame, text_raters: dict[str, Any], signals: bool, cfg: ScoringConfig,
-                  metrics: dict) -> tuple[pd.DataFrame, dict[str, float]]:
-    """The text raters and signals applied by Ray Data; bad-input counts as the in-process engine logs them."""
-    from curation.scoring.ray_engine import score_with_ray
-
-    frame, timing = score_with_ray(df[["id", "text"]], text_raters, cfg.ray, signals=signals)
-    for name in text_raters:
-        # fastText and DSIR give NaN exactly where preprocessing / hashing leaves nothing to score
-        nan = int(frame[name].isna().sum())
-        counts = {"total": len(frame), "empty_text": nan, "nan_score": nan}
-        if name.startswith("fasttext_"):
-            counts["scored"] = len(frame) - nan
-        _log_counts(metrics, name, counts)
-    if signals:
-        counts = {"total": len(frame), "empty_text": int((frame["doc_word_count"] == 0).sum())}
-        counts |= {f"nan_{c}": int(frame[c].isna().sum()) for c in SIGNALS}
-        _log_counts(metrics, "redpajama", counts)
-    return frame, timing
+def _check_embeddings(cfg: ScoringConfig, embeddings: np.ndarray | None, n: int) -> np.ndarray | None:
+    if not needs_embeddings(cfg):
+        return None
+    if embeddings is None:
+        raise ValueError("the edu / wiki raters need the documents' embeddings")
+    embeddings = np.asarray(embeddings, dtype=np.float32)
+    if embeddings.shape[0] != n:
+        raise ValueError(f"{embeddings.shape[0]} embeddings for {n} documents")
+    return embeddings
 
 
-def score_corpus(
-    df: pd.DataFrame,
-    cfg: ScoringConfig | None = None,
-    embeddings: np.ndarray | None = None,
-    embedder=None,
-) -> ScoringResult:
-    """Train and apply the raters in ``cfg.raters``; add ``quality`` if its components ran.
-
-    ``embeddings`` (n_docs, d), row-aligned with ``df``, saves re-embedding;
-    otherwise ``embedder`` (or the default SentenceEmbedder) computes them.
-    """
-    cfg = cfg or ScoringConfig()
-    df = df.reset_index(drop=True)
-    texts = df["text"].tolist()
-    if "category" not in df.columns:
-        df = df.assign(category=category_of(df["extra"]))
-    scores = pd.DataFrame({"id": df["id"].to_numpy()})
+def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig,
+               embedder=None) -> tuple[dict[str, Any], dict[str, float]]:
+    """Train every configured rater on ``sample`` (columns ``id``, ``text``, ``extra`` or
+    ``category``, ``quality_label``, ``source``) and its row-aligned ``embeddings``; raters in
+    ``cfg.pretrained_dir`` are loaded instead. Returns the raters and the fit's metrics."""
+    sample = sample.reset_index(drop=True)
+    if "category" not in sample.columns:
+        sample = sample.assign(category=category_of(sample["extra"]))
+    embeddings = _check_embeddings(cfg, embeddings, len(sample))
     metrics: dict[str, float] = {}
     raters: dict[str, Any] = {}
 
@@ -104,52 +111,27 @@ def score_corpus(
         metrics[f"{name}/seconds"] = time.perf_counter() - t0
         return out
 
-    on_ray = cfg.engine == "ray"
     pretrained = _load_pretrained(cfg, embedder)
     metrics.update({f"{name}/pretrained": 1.0 for name in pretrained})
-    row_of = {doc_id: i for i, doc_id in enumerate(df["id"])}
+    row_of = {doc_id: i for i, doc_id in enumerate(sample["id"])}
     for name in ("fasttext_dclm", "fasttext_ultrafineweb"):
         if name not in cfg.raters:
             continue
         ft_cfg = getattr(cfg, name)
         rater = pretrained.get(name) or FastTextRater(ft_cfg)
-        must_fit = name not in pretrained and not ft_cfg.pretrained_path
-        if on_ray:  # preprocess only the training rows here; the Ray job scores the corpus
-            if must_fit:
-                ts = build_training_set(df, cfg.training)
-                _log_counts(metrics, f"{name}/train", ts.counts)
-                timed(f"{name}/fit", lambda: rater.fit(ts.positives, ts.negatives))
-            raters[name] = rater
-            continue
-        # preprocess (tokenise) the corpus once; training rows are picked from it
-        prepared = timed(f"{name}/preprocess", lambda: rater.preprocess(texts))
-        if must_fit:
-            ts = build_training_set(df, cfg.training)
+        if name not in pretrained and not ft_cfg.pretrained_path:
+            ts = build_training_set(sample, cfg.training)
             _log_counts(metrics, f"{name}/train", ts.counts)
-            pos = [prepared[row_of[i]] for i in ts.positive_ids]
-            neg = [prepared[row_of[i]] for i in ts.negative_ids]
-            timed(f"{name}/fit", lambda: rater.fit_prepared(pos, neg))
-        s, counts = timed(f"{name}/score", lambda: rater.score_prepared_counted(prepared))
-        scores[name] = s
-        _log_counts(metrics, name, counts)
+            # preprocessing is per document: fitting on the training rows' texts equals
+            # picking them from a preprocessed corpus
+            timed(f"{name}/fit", lambda: rater.fit(ts.positives, ts.negatives))
         raters[name] = rater
-
-    needs_embeddings = "edu" in cfg.raters or ("wiki" in cfg.raters and cfg.wiki.features == "embedding")
-    if needs_embeddings:
-        if embeddings is None:
-            from curation.embedding import SentenceEmbedder
-
-            embedder = embedder or SentenceEmbedder()
-            embeddings = timed("embed", lambda: np.asarray(embedder(texts), dtype=np.float32))
-        embeddings = np.asarray(embeddings, dtype=np.float32)
-        if embeddings.shape[0] != len(df):
-            raise ValueError(f"{embeddings.shape[0]} embeddings for {len(df)} documents")
 
     if "edu" in cfg.raters:
         if "edu" in pretrained:
             edu = pretrained["edu"]
         else:
-            table, ann_counts = build_edu_annotations(df, cfg.edu, cfg.training)
+            table, ann_counts = build_edu_annotations(sample, cfg.edu, cfg.training)
             _log_counts(metrics, "edu/annotations", ann_counts)
             edu = EduRater(cfg.edu, embedder)
             # corpus rows reuse their embedding; rows from an annotation file are embedded here
@@ -159,49 +141,34 @@ def score_corpus(
             if (~from_corpus).any():  # an annotation file: embed its texts
                 X[~from_corpus.to_numpy()] = edu.embed(table.loc[~from_corpus, "text"].tolist())
             timed("edu/fit", lambda: edu.fit_embeddings(X, table["score"].to_numpy(dtype=float)))
-        s = edu.score_embeddings(embeddings)
-        empty = edu.empty_mask(texts)
-        s[empty] = np.nan
-        scores["edu"] = s
-        _log_counts(metrics, "edu", {"total": len(s), "empty_text": int(empty.sum()), "nan_score": int(np.isnan(s).sum())})
         raters["edu"] = edu
 
     if "wiki" in cfg.raters:
         wiki = pretrained.get("wiki") or WikiRater(cfg.wiki, embedder)
         if "wiki" not in pretrained:
-            ts = build_training_set(df, wiki_training_config(cfg.training))
+            ts = build_training_set(sample, wiki_training_config(cfg.training))
             _log_counts(metrics, "wiki/train", ts.counts)
-        if wiki.cfg.features == "embedding":
-            if "wiki" not in pretrained:
+            if wiki.cfg.features == "embedding":
                 idx = [row_of[i] for i in ts.positive_ids + ts.negative_ids]
                 y = np.r_[np.ones(len(ts.positive_ids)), np.zeros(len(ts.negative_ids))]
                 timed("wiki/fit", lambda: wiki.fit_features(embeddings[idx], y))
-            s = wiki.score_embeddings(embeddings)
-            empty = wiki.empty_mask(texts)
-            s[empty] = np.nan
-            counts = {"total": len(s), "empty_text": int(empty.sum()), "nan_score": int(np.isnan(s).sum())}
-        else:
-            if "wiki" not in pretrained:
+            else:
                 timed("wiki/fit", lambda: wiki.fit(ts.positives, ts.negatives))
-            s, counts = wiki.score_counted(texts)
-        scores["wiki"] = s
-        _log_counts(metrics, "wiki", counts)
         raters["wiki"] = wiki
 
     if "dsir" in cfg.raters:
-        raw_mask = df["category"].isin(cfg.dsir.raw_categories).to_numpy() if cfg.dsir.raw_categories else np.ones(len(df), bool)
         names = [f"{target}_importance" for target in cfg.dsir.targets]
         to_fit = [t for t, n in zip(cfg.dsir.targets, names) if n not in pretrained]
-        masks = {t: df["category"].isin(cfg.dsir.targets[t]).to_numpy() for t in to_fit}
-        # one hashing pass serves every target's fit and, in process, the scoring;
-        # the Ray engine hashes here only the rows the fits read (it scores in its job)
-        rows = np.ones(len(df), bool)
-        if on_ray:
-            rows = raw_mask.copy() if to_fit else np.zeros(len(df), bool)
-            for mask in masks.values():
-                rows |= mask
+        raw_mask = (sample["category"].isin(cfg.dsir.raw_categories).to_numpy() if cfg.dsir.raw_categories
+                    else np.ones(len(sample), bool))
+        masks = {t: sample["category"].isin(cfg.dsir.targets[t]).to_numpy() for t in to_fit}
+        # one hashing pass over the rows the fits read serves every target
+        rows = raw_mask.copy() if to_fit else np.zeros(len(sample), bool)
+        for mask in masks.values():
+            rows |= mask
+        texts = sample["text"].to_numpy()
         hasher = DSIRImportance(cfg.dsir.model)
-        z = timed("dsir/features", lambda: hasher.features([t for t, keep in zip(texts, rows) if keep])) if rows.any() else None
+        z = timed("dsir/features", lambda: hasher.features(texts[rows].tolist())) if rows.any() else None
         for target, name in zip(cfg.dsir.targets, names):
             rater = pretrained.get(name)
             if rater is None:
@@ -211,38 +178,145 @@ def score_corpus(
                     raise ValueError(f"dsir target {target!r}: no document of categories {cfg.dsir.targets[target]}")
                 rater.fit_features(z[tgt[rows]], z[raw_mask[rows]])
             raters[name] = rater
-            if not on_ray:
-                s = rater.score_features(z)
-                scores[name] = s
-                nan = int(np.isnan(s).sum())  # NaN exactly where a document has no n-gram
-                _log_counts(metrics, name, {"total": len(s), "empty_text": nan, "nan_score": nan})
+    return raters, metrics
 
-    if "redpajama" in cfg.raters and not on_ray:
-        frame, counts = timed("redpajama/score", lambda: RedPajamaSignals().score_counted(texts))
-        for col in frame.columns:
-            scores[col] = frame[col].to_numpy()
-        _log_counts(metrics, "redpajama", counts)
 
-    text_raters = {n: r for n, r in raters.items() if n.startswith("fasttext_") or n.endswith("_importance")}
-    if on_ray and (text_raters or "redpajama" in cfg.raters):
-        frame, timing = _score_on_ray(df, text_raters, "redpajama" in cfg.raters, cfg, metrics)
-        metrics.update({f"ray/{k}": v for k, v in timing.items()})
-        for col in frame.columns.drop("id"):
-            scores[col] = frame[col].to_numpy()
-        # keep the in-process column order: fastText, edu, wiki, DSIR, signals
-        order = ["id", *[c for c in ("fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki") if c in scores],
-                 *[n for n in text_raters if n.endswith("_importance")],
-                 *[c for c in SIGNALS if c in scores]]
-        scores = scores[order]
+def _columns(cfg: ScoringConfig, raters: dict[str, Any]) -> list[str]:
+    """Score columns in output order: fastText, edu, wiki, DSIR, signals."""
+    cols = [c for c in ("fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki") if c in raters]
+    cols += [n for n in raters if n.endswith("_importance")]
+    if "redpajama" in cfg.raters:
+        cols += list(SIGNALS)
+    return cols
 
-    if all(c in scores.columns for c in cfg.merge.components):
-        scores, counts = merge_quality(scores, cfg.merge)
-        _log_counts(metrics, "merge", counts)
 
-    # eval ROC-AUC of every score column on the held-out human labels (higher = better quality;
-    # a signal where lower is better shows as AUC < 0.5)
-    for col in scores.columns.drop("id"):
-        res = eval_roc_auc(df, scores[col].to_numpy(), cfg.training)
-        metrics[f"roc_auc/{col}"] = res["roc_auc"]
-        metrics["roc_auc/n_eval"] = res["n_eval"]
-    return ScoringResult(scores=scores, metrics=metrics, raters=raters)
+def apply_scoring(frame: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig, raters: dict[str, Any],
+                  merge: MergeMap | None, *, only: set[str] | None = None) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Score the rows of ``frame`` (``id``, ``text``) with fitted ``raters`` and ``merge``.
+
+    Per document, so any batch (a shard, a frame) gives the same rows. Returns ``id`` + one
+    column per score (+ ``<c>_0_5`` and ``quality`` with a merge map) and the bad-input counts
+    and timings (``<rater>/total``, ``/empty_text``, ``/nan_score`` ...; they add up across
+    batches). ``only``: compute just these score columns (the fit's merge sample).
+    """
+    frame = frame.reset_index(drop=True)
+    texts = frame["text"].tolist()
+    embeddings = _check_embeddings(cfg, embeddings, len(frame)) if not only or only & {"edu", "wiki"} else None
+    wanted = set(_columns(cfg, raters)) if only is None else set(only)
+    scores = pd.DataFrame({"id": frame["id"].to_numpy()})
+    counts: dict[str, float] = {}
+
+    def timed(name, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        counts[f"{name}/seconds"] = counts.get(f"{name}/seconds", 0.0) + time.perf_counter() - t0
+        return out
+
+    for name in ("fasttext_dclm", "fasttext_ultrafineweb"):
+        if name in raters and name in wanted:
+            rater = raters[name]
+            prepared = timed(f"{name}/preprocess", lambda: rater.preprocess(texts))
+            s, c = timed(f"{name}/score", lambda: rater.score_prepared_counted(prepared))
+            scores[name] = s
+            _log_counts(counts, name, c)
+    for name in ("edu", "wiki"):
+        if name not in raters or name not in wanted:
+            continue
+        rater = raters[name]
+        if name == "edu" or rater.cfg.features == "embedding":
+            s = rater.score_embeddings(embeddings) if len(frame) else np.empty(0)
+            empty = rater.empty_mask(texts)
+            s[empty] = np.nan
+            c = {"total": len(s), "empty_text": int(empty.sum()), "nan_score": int(np.isnan(s).sum())}
+        elif texts:
+            s, c = rater.score_counted(texts)
+        else:  # an empty shard (sklearn's hashing refuses an empty input)
+            s, c = np.empty(0), {"total": 0, "empty_text": 0, "nan_score": 0}
+        scores[name] = s
+        _log_counts(counts, name, c)
+    dsir = [n for n in raters if n.endswith("_importance") and n in wanted]
+    if dsir:
+        if texts:
+            z = timed("dsir/features", lambda: DSIRImportance(cfg.dsir.model).features(texts))
+        else:  # an empty shard (sklearn's hashing refuses an empty input)
+            from scipy.sparse import csr_matrix
+
+            z = csr_matrix((0, cfg.dsir.model.buckets))
+        for name in dsir:
+            s = raters[name].score_features(z)
+            scores[name] = s
+            nan = int(np.isnan(s).sum())  # NaN exactly where a document has no n-gram
+            _log_counts(counts, name, {"total": len(s), "empty_text": nan, "nan_score": nan})
+    if "redpajama" in cfg.raters and wanted & set(SIGNALS):
+        signals, c = timed("redpajama/score", lambda: RedPajamaSignals().score_counted(texts))
+        for col in signals.columns:
+            scores[col] = signals[col].to_numpy()
+        _log_counts(counts, "redpajama", c)
+    scores = scores[["id", *[c for c in _columns(cfg, raters) if c in scores.columns]]]
+    if merge is not None and only is None:
+        scores, c = merge.apply(scores)
+        _log_counts(counts, "merge", c)
+    return scores, counts
+
+
+def fit_scoring(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig,
+                embedder=None) -> FittedScoring:
+    """Raters, merge map and eval ROC-AUC, all from ``sample`` (and its row-aligned embeddings)."""
+    sample = sample.reset_index(drop=True)
+    raters, metrics = fit_raters(sample, embeddings, cfg, embedder)
+    merge = None
+    components = {*cfg.merge.components, cfg.merge.reference}
+    if components <= set(_columns(cfg, raters)):
+        # the sample's component scores define the map (DATAMASK A.5 quantile mapping)
+        t0 = time.perf_counter()
+        part, _ = apply_scoring(sample, embeddings, cfg, raters, None, only=components)
+        merge = MergeMap.fit(part, cfg.merge)
+        metrics["merge/map_seconds"] = time.perf_counter() - t0
+        metrics["merge/map_docs"] = float(len(sample))
+    # eval ROC-AUC of every score column on the sample's held-out human labels (higher = better
+    # quality; a signal where lower is better shows as AUC < 0.5). Only the eval rows are scored.
+    if "quality_label" in sample.columns:
+        split = human_label_split(sample, cfg.training.eval_fraction, cfg.training.split_salt).to_numpy()
+        rows = np.flatnonzero(split == EVAL)
+    if "quality_label" in sample.columns and rows.size:
+        held_out = sample.iloc[rows].reset_index(drop=True)
+        emb = None if embeddings is None or not needs_embeddings(cfg) else np.asarray(embeddings)[rows]
+        scored, _ = apply_scoring(held_out, emb, cfg, raters, merge)
+        for col in scored.columns.drop("id"):
+            res = eval_roc_auc(held_out, scored[col].to_numpy(), cfg.training)
+            metrics[f"roc_auc/{col}"] = res["roc_auc"]
+            metrics["roc_auc/n_eval"] = res["n_eval"]
+    metrics["fit/sample_docs"] = float(len(sample))
+    return FittedScoring(raters=raters, merge=merge, metrics=metrics)
+
+
+def score_corpus(
+    df: pd.DataFrame,
+    cfg: ScoringConfig | None = None,
+    embeddings: np.ndarray | None = None,
+    embedder=None,
+) -> ScoringResult:
+    """Fit the raters in ``cfg.raters`` on a sample of ``df`` (``cfg.fit_sample_docs``; all rows of
+    a corpus that small) and apply them to every row; add ``quality`` if its components ran.
+
+    ``embeddings`` (n_docs, d), row-aligned with ``df``, saves re-embedding;
+    otherwise ``embedder`` (or the default SentenceEmbedder) computes them.
+    """
+    cfg = cfg or ScoringConfig()
+    df = df.reset_index(drop=True)
+    metrics: dict[str, float] = {}
+    if needs_embeddings(cfg) and embeddings is None:
+        from curation.embedding import SentenceEmbedder
+
+        embedder = embedder or SentenceEmbedder()
+        t0 = time.perf_counter()
+        embeddings = np.asarray(embedder(df["text"].tolist()), dtype=np.float32)
+        metrics["embed/seconds"] = time.perf_counter() - t0
+    embeddings = _check_embeddings(cfg, embeddings, len(df))
+    threshold = sample_threshold([df["id"]], cfg.fit_sample_docs)
+    rows = np.flatnonzero(sample_mask(df["id"], threshold))
+    fitted = fit_scoring(df.iloc[rows], None if embeddings is None else embeddings[rows], cfg, embedder)
+    scores, counts = apply_scoring(df, embeddings, cfg, fitted.raters, fitted.merge)
+    metrics.update(fitted.metrics)
+    metrics.update(counts)
+    return ScoringResult(scores=scores, metrics=metrics, raters=fitted.raters)

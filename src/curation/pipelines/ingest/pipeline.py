@@ -11,12 +11,12 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 ingest_documents,
                 inputs=["raw_documents", "params:data", "params:run"],
-                outputs=["documents", "rejected_documents", "ingest_metrics"],
+                outputs=["documents@shards", "rejected_documents", "ingest_metrics"],
                 name="ingest_documents_node",
             ),
             Node(
                 compute_document_statistics,
-                inputs="documents",
+                inputs="documents@frame",
                 outputs=["document_stats", "source_stats_table", "document_stats_metrics", "document_stats_plot"],
                 name="compute_document_statistics_node",
             ),

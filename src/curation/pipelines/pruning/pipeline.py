@@ -10,7 +10,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 prune_documents,
-                inputs=["scores", "embeddings", "params:pruning"],
+                inputs=["scores@frame", "embeddings@frame", "params:pruning"],
                 outputs=["pruned_scores", "pruned_embeddings", "pruning_metrics", "pruning_table", "pruning_plot"],
                 name="prune_documents_node",
             )

@@ -10,7 +10,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 select_documents,
-                inputs=["pruned_scores", "pruned_embeddings", "documents", "params:selection", "params:budget",
+                inputs=["pruned_scores", "pruned_embeddings", "documents@frame", "params:selection", "params:budget",
                         "params:run"],
                 outputs=["selected_ids", "selected_documents", "selection_history", "selection_run_metrics"],
                 name="select_documents_node",

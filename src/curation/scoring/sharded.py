@@ -1,0 +1,165 @@
+"""Scoring on shards (issue 14): fit on a sample once, then apply per document shard.
+
+1. **fit** (:func:`fit_on_sample`, in the driver, once): the sample of at most
+   ``scoring.fit_sample_docs`` documents (:mod:`curation.scoring.sample`) is read shard by
+   shard, with its rows of the embedding shards; :func:`curation.scoring.run.fit_scoring`
+   trains the raters, fits the 0-15 merge map and measures the eval ROC-AUC on it. The
+   result goes to ``<stage>/fit`` atomically: ``raters/`` (a ``persistence`` folder, also
+   the ``rater_models`` output), ``merge_map.npz`` and ``metrics.json``.
+2. **apply** (:func:`score_shard`, per shard, local or Ray): one document shard (``id``,
+   ``text``) and its embedding shard -> the ``scores`` shard (``id``, rater columns,
+   ``<c>_0_5``, ``quality``), by :func:`curation.scoring.run.apply_scoring`. The fitted raters
+   reach the worker through the folder, not the task's pickle (a fastText model does not
+   pickle): each worker process loads ``<stage>/fit`` once (:func:`load_fitted`).
+
+Memory: the fit holds the sample (bounded by ``fit_sample_docs``) plus one 8-byte hash
+per document to choose it; the apply holds one shard. Bad-input counts are per-shard
+stats, summed in the manifest. A killed run resumes: a finished fit is not redone,
+finished shards are skipped (:func:`curation.shards.run_shards`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from curation.cache import atomic_folder
+from curation.scoring.config import ScoringConfig
+from curation.scoring.merge import MergeMap
+from curation.scoring.run import apply_scoring, fit_scoring, needs_embeddings
+from curation.scoring.sample import sample_mask, sample_threshold
+from curation.shards import EngineConfig, ShardedDataset, ShardResult, ShardTask, ShardWriter, run_shards
+
+log = logging.getLogger(__name__)
+
+SCORING_REMAKE = "curate pipeline=scoring"
+FIT_METRICS = "metrics.json"  # written last (the folder is renamed into place whole): the fit is done
+_FITTED: dict[str, tuple[dict[str, Any], MergeMap | None]] = {}
+
+
+def engine_of(scoring_engine: str | None, data: Mapping[str, Any] | None) -> EngineConfig:
+    """``scoring.engine`` (None = ``data.engine``; ``inprocess`` = ``local``) and ``data.ray_address``."""
+    data = data or {}
+    name = scoring_engine or data.get("engine") or "local"
+    return EngineConfig(engine="local" if name == "inprocess" else name, ray_address=data.get("ray_address"))
+
+
+def load_fitted(fit_dir: str) -> tuple[dict[str, Any], MergeMap | None]:
+    """The raters and merge map of a finished fit, loaded once per worker process."""
+    from curation.scoring.persistence import load_raters
+
+    stamp = os.stat(Path(fit_dir) / FIT_METRICS).st_mtime_ns  # a re-made fit at the same path is reloaded
+    key = f"{fit_dir}@{stamp}"
+    if key not in _FITTED:
+        _FITTED.clear()
+        merge_path = Path(fit_dir) / "merge_map.npz"
+        _FITTED[key] = (load_raters(Path(fit_dir) / "raters"),
+                        MergeMap.load(merge_path) if merge_path.is_file() else None)
+    return _FITTED[key]
+
+
+def _load_inputs(doc_root: str, emb_root: str | None, name: str) -> tuple[pd.DataFrame, np.ndarray | None]:
+    frame = pd.read_parquet(ShardWriter(doc_root, "frame").shard_path(name), columns=["id", "text"])
+    emb = np.load(ShardWriter(emb_root, "array").shard_path(name)) if emb_root else None
+    return frame, emb
+
+
+def score_shard(loaded: tuple[pd.DataFrame, np.ndarray | None], name: str, *, fit_dir: str,
+                cfg: ScoringConfig) -> ShardResult:
+    """The ``scores`` shard of one document shard (and its embedding shard)."""
+    frame, emb = loaded
+    raters, merge = load_fitted(fit_dir)
+    scores, counts = apply_scoring(frame, emb, cfg, raters, merge)
+    return ShardResult({"scores": scores}, {**counts, "rows": len(scores)})
+
+
+def read_sample(documents: ShardedDataset, embeddings: ShardedDataset | None,
+                k: int) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The fit sample (document order) and its embedding rows, read one shard at a time."""
+    threshold = sample_threshold((documents.read(n, ["id"])["id"] for n in documents.names), k)
+    frames, vectors = [], []
+    for name in documents.names:
+        frame = documents.read(name)
+        mask = sample_mask(frame["id"], threshold)
+        frames.append(frame[mask])
+        if embeddings is not None:
+            vectors.append(np.asarray(embeddings.array(name))[mask])
+    sample = pd.concat(frames, ignore_index=True)
+    return sample, (np.concatenate(vectors) if embeddings is not None else None)
+
+
+def fit_on_sample(documents: ShardedDataset, embeddings: ShardedDataset | None, cfg: ScoringConfig,
+                  fit_dir: str | Path, *, meta: Mapping[str, Any] | None = None, embedder=None) -> dict[str, float]:
+    """Fit on the sample into ``fit_dir`` (skipped when a finished fit is there); its metrics."""
+    from curation.scoring.persistence import save_raters
+
+    fit_dir = Path(fit_dir)
+    if (fit_dir / FIT_METRICS).is_file():
+        return json.loads((fit_dir / FIT_METRICS).read_text())
+    sample, vectors = read_sample(documents, embeddings if needs_embeddings(cfg) else None, cfg.fit_sample_docs)
+    log.info("scoring: fitting on a sample of %d of %d documents", len(sample), len(documents))
+    fitted = fit_scoring(sample, vectors, cfg, embedder)
+    metrics = {k: float(v) for k, v in fitted.metrics.items()}
+
+    def write(tmp: Path) -> None:
+        save_raters(fitted.raters, tmp / "raters", meta)
+        if fitted.merge is not None:
+            fitted.merge.save(tmp / "merge_map.npz")
+        (tmp / FIT_METRICS).write_text(json.dumps(metrics, sort_keys=True))
+
+    atomic_folder(fit_dir, write)
+    return metrics
+
+
+@dataclass
+class ShardedScores:
+    scores: ShardedDataset
+    metrics: dict[str, float]  # fit metrics + the shards' summed counts
+    raters_dir: Path
+    cache_hit: bool
+
+
+def score_shards(documents: ShardedDataset, embeddings: ShardedDataset | None, cfg: ScoringConfig,
+                 folder: str | Path, engine: EngineConfig | None = None, *, config_digest: str = "",
+                 keep: bool = False, meta: Mapping[str, Any] | None = None, embedder=None) -> ShardedScores:
+    """Fit (once) and score every document shard into ``<folder>/scores``, aligned with ``documents``.
+
+    Refuses embeddings that are not aligned with ``documents`` (``check_aligned_with``).
+    """
+    folder = Path(folder)
+    if embeddings is not None:
+        embeddings.check_aligned_with(documents, name="embeddings")
+    elif needs_embeddings(cfg):
+        raise ValueError("scoring: the edu / wiki raters need the documents' embeddings")
+    out, fit_dir = folder / "scores", folder / "fit"
+    hit = (out / "manifest.json").is_file() and (fit_dir / FIT_METRICS).is_file()
+    fit_metrics = fit_on_sample(documents, embeddings, cfg, fit_dir, meta=meta, embedder=embedder)
+    if not hit:
+        emb_root = str(embeddings.root) if embeddings is not None and needs_embeddings(cfg) else None
+        tasks = [ShardTask(n, partial(_load_inputs, str(documents.root), emb_root, n)) for n in documents.names]
+        run_shards(partial(score_shard, fit_dir=str(fit_dir), cfg=cfg), tasks, {"scores": (out, "frame")}, engine,
+                   desc="scoring")
+        inputs = {"documents": documents.fingerprint}
+        if embeddings is not None:
+            inputs["embeddings"] = embeddings.fingerprint
+        ShardWriter(out, "frame").finalize(documents.names, stage="scoring", inputs=inputs,
+                                           config_digest=config_digest, remake=SCORING_REMAKE,
+                                           aligned_with=documents.fingerprint)
+    scores = ShardedDataset(out, keep=keep)
+    scores.check_aligned_with(documents, name="scores")
+    applied = {k: float(v) for k, v in scores.manifest.stats.items() if k not in ("shard_seconds", "rows")}
+    return ShardedScores(scores, {**fit_metrics, **applied}, fit_dir / "raters", hit)
+
+
+def quality_values(scores: ShardedDataset, column: str = "quality") -> np.ndarray:
+    """One column of every shard (8 bytes per document), for the share table and summaries."""
+    parts = [scores.read(n, [column])[column].to_numpy(dtype=np.float64) for n in scores.names]
+    return np.concatenate(parts) if parts else np.empty(0)
