@@ -29,7 +29,7 @@ def corpus_frames(n: int = 1200) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray
     docs["id"] = docs["id"].astype(str)
     words = docs["text"].str.split().str.len().to_numpy(dtype="float64")
     quality = np.clip(np.round(np.log2(np.maximum(words, 1))), 0, 15)
-    quality[[3, 40, 41, 777]] = np.nan  # injected: documents no rater could score
+    quality[[i for i in (3, 40, 41, 777) if i < n]] = np.nan  # injected: documents no rater could score
     scores = pd.DataFrame({"id": docs["id"], "quality": quality})
     embedder = make_embedder(EmbedderConfig(backend="static", dim=256, pca_dims=256, show_progress=False,
                                             num_threads=1, num_workers=1))

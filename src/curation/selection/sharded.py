@@ -313,8 +313,8 @@ def run_datamask_blocks(quality: np.ndarray, positions: np.ndarray, pruned_embed
 
 
 def _load_document_shard(documents_root: str, ids_root: str, name: str) -> tuple[pd.DataFrame, np.ndarray]:
-    path = Path(ids_root) / f"{name}.npy"
-    ids = np.load(path, allow_pickle=True) if path.is_file() else np.empty(0, dtype=object)
+    path = Path(ids_root) / f"{name}.parquet"
+    ids = pd.read_parquet(path)["id"].to_numpy() if path.is_file() else np.empty(0, dtype=object)
     return ShardedDataset(documents_root).read(name), ids
 
 
@@ -346,8 +346,8 @@ def write_selected_documents(documents: ShardedDataset, ids_by_shard: Mapping[st
     ids_root = work / "selected_ids_by_shard"
     ids_root.mkdir(parents=True, exist_ok=True)
     for name, ids in ids_by_shard.items():
-        values = np.asarray(ids, dtype=object)
-        atomic_write(ids_root / f"{name}.npy", lambda p, v=values: np.save(p, v, allow_pickle=True))
+        part = pd.DataFrame({"id": np.asarray(ids, dtype=object)})
+        atomic_write(ids_root / f"{name}.parquet", lambda p, v=part: v.to_parquet(p, index=False))
     tasks = [ShardTask(name, partial(_load_document_shard, str(documents.root), str(ids_root), name))
              for name in documents.names]
     out = work / "selected_documents"
