@@ -28,9 +28,19 @@ BUDGET = {"keep_ratio": 0.1, "docs": None, "ratio_of": "corpus", "candidates": N
 
 
 @pytest.fixture(scope="module")
-def pruned(tmp_path_factory):
+def inputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("selection_inputs")
-    documents, scores, embeddings, frames = sharded_inputs(root, 6)
+    return root, sharded_inputs(root, 6)
+
+
+@pytest.fixture(scope="module")
+def pruned_inputs(inputs):
+    return inputs[1][1], inputs[1][2]
+
+
+@pytest.fixture(scope="module")
+def pruned(inputs):
+    root, (documents, scores, embeddings, _) = inputs
     out = prune_shards(scores, embeddings, PruningConfig(), root / "pruned")
     return documents, out.scores, out.embeddings
 
@@ -147,7 +157,7 @@ def test_a_pruned_corpus_of_other_documents_is_refused(tmp_path):
         run_selection_shards(out.scores, out.embeddings, reingested, DATAMASK, BUDGET, 0, tmp_path / "w")
 
 
-def test_ray_equals_local_for_pruning_blocks_and_selected_documents(pruned, tmp_path):
+def test_ray_equals_local_for_pruning_blocks_and_selected_documents(pruned, pruned_inputs, tmp_path):
     pytest.importorskip("ray")
     import ray
 
@@ -161,8 +171,50 @@ def test_ray_equals_local_for_pruning_blocks_and_selected_documents(pruned, tmp_
     try:
         remote = run_selection_shards(scores, embeddings, documents, config, BUDGET, 2, tmp_path / "ray",
                                       engine=EngineConfig(engine="ray"))
+        raw_scores, raw_embeddings = pruned_inputs
+        cut = PruningConfig(mode="bottom_pct", bottom_pct=45.0)
+        ray_pruned = prune_shards(raw_scores, raw_embeddings, cut, tmp_path / "pr", engine=EngineConfig(engine="ray"))
     finally:
         ray.shutdown()
+    local_pruned = prune_shards(raw_scores, raw_embeddings, cut, tmp_path / "pl")
+    assert ray_pruned.scores.fingerprint == local_pruned.scores.fingerprint
+    assert ray_pruned.embeddings.fingerprint == local_pruned.embeddings.fingerprint
+    assert ray_pruned.report == local_pruned.report
     assert local.metrics["info_n_blocks"] == 2
     assert remote.selected_ids.equals(local.selected_ids)
     assert remote.selected_documents.fingerprint == local.selected_documents.fingerprint
+
+
+def test_nodes_prune_select_publish_and_describe(inputs, tmp_path):
+    """The Kedro nodes on sharded inputs: cached stage folders, published through the sharded catalog dataset."""
+    from curation.datasets.sharded import ShardedDataset as CatalogShards
+    from curation.nodes.ingest import compute_document_statistics
+    from curation.nodes.pruning import prune_documents
+    from curation.nodes.selection import describe_selection, select_documents
+
+    _, (documents, scores, embeddings, _) = inputs
+    cache = {"dir": str(tmp_path / "cache"), "enabled": True}
+    run, data = {"seed": 1, "namespace": "default"}, {"engine": "local"}
+    pruning = {"mode": "bottom_pct", "bottom_pct": 45.0, "threshold": 4.0, "score_column": "quality",
+               "nan_policy": "drop"}
+    p_scores, p_emb, metrics, table, _ = prune_documents(scores, embeddings, pruning, data, cache, run)
+    assert metrics["pruning_cache_hit"] == 0 and metrics["kept"] + metrics["dropped_low_quality"] + 4 == 1200
+    assert prune_documents(scores, embeddings, pruning, data, cache, run)[2]["pruning_cache_hit"] == 1
+    published = {}
+    for name, value in (("pruned_scores", p_scores), ("pruned_embeddings", p_emb)):
+        CatalogShards(path=str(tmp_path / "data" / name)).save(value)
+        published[name] = CatalogShards(path=str(tmp_path / "data" / name), load_as="shards").load()
+    assert (p_scores.root / "manifest.json").is_file()  # the cache entry stays after publishing
+    selection = {**DATAMASK, "block_size": 400, "checkpoint_every": 0}
+    ids, selected, history, run_metrics = select_documents(published["pruned_scores"], published["pruned_embeddings"],
+                                                           documents, selection, BUDGET, run, data, cache)
+    assert run_metrics["budget_docs"] == 120 and run_metrics["info_n_blocks"] == 2 and len(ids) == 120
+    CatalogShards(path=str(tmp_path / "data" / "selected_documents")).save(selected)
+    frame = CatalogShards(path=str(tmp_path / "data" / "selected_documents"), load_as="frame").load()
+    docs = documents.to_frame()
+    assert frame.equals(_in_order(docs, ids["id"]))  # a trainer's view: the selected rows in document order
+    doc_stats = compute_document_statistics(docs)[0]
+    diag, clusters, *_ = describe_selection(ids, published["pruned_scores"], published["pruned_embeddings"],
+                                            doc_stats, history, selection, BUDGET, run)
+    assert diag["selected_diagnosed_sample"] == 0 and diag["selected_diagnosed_candidates"] == len(p_scores)
+    assert diag["selected_size"] == 120
