@@ -186,35 +186,52 @@ def test_ray_equals_local_for_pruning_blocks_and_selected_documents(pruned, prun
 
 
 def test_nodes_prune_select_publish_and_describe(inputs, tmp_path):
-    """The Kedro nodes on sharded inputs: cached stage folders, published through the sharded catalog dataset."""
+    """The pruning and selection nodes on sharded inputs (through their pipelines): cached stage folders,
+    published through the sharded catalog dataset, read back as a trainer's frame."""
     from curation.datasets.sharded import ShardedDataset as CatalogShards
-    from curation.nodes.ingest import compute_document_statistics
-    from curation.nodes.pruning import prune_documents
-    from curation.nodes.selection import describe_selection, select_documents
+    from curation.pipelines.pruning.pipeline import create_pipeline as pruning_pipeline
+    from curation.pipelines.selection.pipeline import create_pipeline as selection_pipeline
+    from tests.kedro_nodes import run_node
 
     _, (documents, scores, embeddings, _) = inputs
     cache = {"dir": str(tmp_path / "cache"), "enabled": True}
     run, data = {"seed": 1, "namespace": "default"}, {"engine": "local"}
     pruning = {"mode": "bottom_pct", "bottom_pct": 45.0, "threshold": 4.0, "score_column": "quality",
                "nan_policy": "drop"}
-    p_scores, p_emb, metrics, table, _ = prune_documents(scores, embeddings, pruning, data, cache, run)
+
+    def prune():
+        return run_node(pruning_pipeline, "prune_documents_node",
+                        {"scores@shards": scores, "embeddings@shards": embeddings},
+                        {"pruning": pruning, "data": data, "cache": cache, "run": run})
+
+    out = prune()
+    metrics = out["pruning_metrics"]
     assert metrics["pruning_cache_hit"] == 0 and metrics["kept"] + metrics["dropped_low_quality"] + 4 == 1200
-    assert prune_documents(scores, embeddings, pruning, data, cache, run)[2]["pruning_cache_hit"] == 1
+    assert prune()["pruning_metrics"]["pruning_cache_hit"] == 1
     published = {}
-    for name, value in (("pruned_scores", p_scores), ("pruned_embeddings", p_emb)):
-        CatalogShards(path=str(tmp_path / "data" / name)).save(value)
+    for name in ("pruned_scores", "pruned_embeddings"):
+        CatalogShards(path=str(tmp_path / "data" / name)).save(out[f"{name}@shards"])
         published[name] = CatalogShards(path=str(tmp_path / "data" / name), load_as="shards").load()
-    assert (p_scores.root / "manifest.json").is_file()  # the cache entry stays after publishing
+    assert (out["pruned_scores@shards"].root / "manifest.json").is_file()  # the cache entry stays
     selection = {**DATAMASK, "block_size": 400, "checkpoint_every": 0}
-    ids, selected, history, run_metrics = select_documents(published["pruned_scores"], published["pruned_embeddings"],
-                                                           documents, selection, BUDGET, run, data, cache)
+    params = {"selection": selection, "budget": BUDGET, "run": run, "data": data, "cache": cache}
+    sel = run_node(selection_pipeline, "select_documents_node",
+                   {"pruned_scores@shards": published["pruned_scores"],
+                    "pruned_embeddings@shards": published["pruned_embeddings"], "documents@shards": documents},
+                   params)
+    ids, run_metrics = sel["selected_ids"], sel["selection_run_metrics"]
     assert run_metrics["budget_docs"] == 120 and run_metrics["info_n_blocks"] == 2 and len(ids) == 120
-    CatalogShards(path=str(tmp_path / "data" / "selected_documents")).save(selected)
+    CatalogShards(path=str(tmp_path / "data" / "selected_documents")).save(sel["selected_documents@shards"])
     frame = CatalogShards(path=str(tmp_path / "data" / "selected_documents"), load_as="frame").load()
     docs = documents.to_frame()
     assert frame.equals(_in_order(docs, ids["id"]))  # a trainer's view: the selected rows in document order
-    doc_stats = compute_document_statistics(docs)[0]
-    diag, clusters, *_ = describe_selection(ids, published["pruned_scores"], published["pruned_embeddings"],
-                                            doc_stats, history, selection, BUDGET, run)
-    assert diag["selected_diagnosed_sample"] == 0 and diag["selected_diagnosed_candidates"] == len(p_scores)
+    words = docs["text"].str.split().str.len()
+    doc_stats = pd.DataFrame({"id": docs["id"], "n_words": words, "source": "corpus"})
+    diag = run_node(selection_pipeline, "describe_selection_node",
+                    {"selected_ids": ids, "pruned_scores@shards": published["pruned_scores"],
+                     "pruned_embeddings@shards": published["pruned_embeddings"], "document_stats": doc_stats,
+                     "selection_history": sel["selection_history"]},
+                    {"selection": selection, "budget": BUDGET, "run": run})["selection_metrics"]
+    assert diag["selected_diagnosed_sample"] == 0
+    assert diag["selected_diagnosed_candidates"] == len(published["pruned_scores"])
     assert diag["selected_size"] == 120

@@ -183,8 +183,9 @@ def run_block_task(task: BlockTask) -> dict:
     positions = np.load(paths["positions"])
     quality = np.load(paths["quality"])
     embeddings = gather_rows(ShardedDataset(task.embeddings_root), positions)
-    if not np.isfinite(embeddings).all():
-        raise ValueError(f"block {task.block_id}: embeddings contain NaN or inf")
+    for lo in range(0, len(embeddings), 65536):  # in slices: no N x d boolean temporary
+        if not np.isfinite(embeddings[lo:lo + 65536]).all():
+            raise ValueError(f"block {task.block_id}: embeddings contain NaN or inf (rows from {lo})")
     device = resolve_device(cfg.device)
     started = time.perf_counter()
     result = run_block(torch.from_numpy(embeddings).to(device), torch.from_numpy(quality).to(device), task.budget,
