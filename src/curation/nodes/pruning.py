@@ -48,7 +48,8 @@ def prune_documents(
     config = parse_dataclass(PruningConfig, pruning, path="pruning")
     key = config_key(PRUNING_VERSION, dataclasses.asdict(config), scores.fingerprint, embeddings.fingerprint)
     folder, cached = stage_folder("pruning", key, cache, run)
-    hit = (folder / "report.json").is_file()
+    hit = all((folder / f).is_file() for f in ("report.json", "pruned_scores/manifest.json",
+                                                 "pruned_embeddings/manifest.json"))
     out = prune_shards(scores, embeddings, config, folder, engine=engine_of(data))
     if not cached:  # a staging folder is moved into place when published
         out.scores.keep = out.embeddings.keep = False
