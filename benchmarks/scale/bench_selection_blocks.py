@@ -9,13 +9,16 @@ tree (the driver and the spawned block process) is polled every 0.1 s from /proc
 * ``block_task``: :func:`curation.selection.sharded.run_datamask_blocks` with one block (block_size >= N):
   the driver holds the quality column and the plan (8 bytes/doc each); the block process gathers its rows
   from the memory-mapped ``.npy`` shards and runs DataMask;
-* ``in_process`` (``--baseline``): today's path, the whole matrix loaded and ``select('datamask', ...)``.
+* ``in_process`` (``--baseline``): today's path, the whole matrix loaded and ``select('datamask', ...)``;
+* ``block_task_half`` (``--half-blocks``): block_size = N / 2, two block processes one after the other
+  (a smaller block than the paper's 1M: a different plan, so another selection).
 
 Both run the same seed and config at a small step count (``--steps``), so their selections must be equal
 (the CSV records both digests). Run it under ``flock /tmp/bench.lock``; the load average before and after
 each measurement is recorded (other processes on the machine may load the cores).
 
-    flock /tmp/bench.lock python benchmarks/scale/bench_selection_blocks.py --n 1000000 --steps 5 --baseline
+    flock /tmp/bench.lock python benchmarks/scale/bench_selection_blocks.py --n 1000000 --steps 5 \
+        --baseline --half-blocks
 """
 
 from __future__ import annotations
@@ -144,6 +147,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--keep", type=float, default=0.1, help="budget = keep x n")
     parser.add_argument("--baseline", action="store_true", help="also run today's in-process select()")
+    parser.add_argument("--half-blocks", action="store_true",
+                        help="also run the block tasks with block_size = n / 2 (two blocks, one process at a time)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scale" / "selection_blocks.csv")
     parser.add_argument("--no-mlflow", action="store_true")
@@ -157,14 +162,17 @@ def main() -> None:
         before = loadavg()
         start = time.perf_counter()
         written = measure([WRITE_CHILD, tmp, str(args.n), str(args.d), str(args.shards)])
-        rows.append({"path": "write_shards", "n": args.n, "d": args.d, "steps": 0,
+        rows.append({"path": "write_shards", "n": args.n, "d": args.d, "steps": 0, "blocks": 0,
                      "seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(written["peak_rss_mb"], 1),
                      "digest": "", "load_before": before, "load_after": loadavg()})
-        paths = [("block_task", BLOCK_CHILD)] + ([("in_process", INPROCESS_CHILD)] if args.baseline else [])
-        for name, child in paths:
+        paths = [("block_task", BLOCK_CHILD, config)]
+        paths += [("in_process", INPROCESS_CHILD, config)] if args.baseline else []
+        if args.half_blocks:
+            paths.append(("block_task_half", BLOCK_CHILD, {**config, "block_size": -(-args.n // 2)}))
+        for name, child, cfg in paths:
             before = loadavg()
-            result = measure([child, tmp, str(Path(tmp) / f"work-{name}"), str(budget), json.dumps(config)])
-            rows.append({"path": name, "n": args.n, "d": args.d, "steps": args.steps,
+            result = measure([child, tmp, str(Path(tmp) / f"work-{name}"), str(budget), json.dumps(cfg)])
+            rows.append({"path": name, "n": args.n, "d": args.d, "steps": args.steps, "blocks": result["blocks"],
                          "seconds": round(result["seconds"], 2), "peak_rss_mb": round(result["peak_rss_mb"], 1),
                          "digest": result["digest"], "load_before": before, "load_after": loadavg()})
             print(rows[-1], flush=True)
@@ -193,12 +201,13 @@ def plot(rows: list[dict], path: Path) -> Path:
     runs = [r for r in rows if r["path"] != "write_shards"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), constrained_layout=True)
     names = [r["path"] for r in runs]
-    axes[0].bar(names, [r["peak_rss_mb"] / 1024 for r in runs], color=["tab:green", "tab:red"][:len(runs)])
+    colors = {"block_task": "tab:green", "in_process": "tab:red", "block_task_half": "tab:olive"}
+    axes[0].bar(names, [r["peak_rss_mb"] / 1024 for r in runs], color=[colors[n] for n in names])
     axes[0].axhline(3.0, color="k", ls="--", lw=1, label="3 GB goal (issue #14)")
     axes[0].set(ylabel="peak RSS of the process tree (GB)", title=f"DataMask, one block of {runs[0]['n']:,} x "
                                                                    f"{runs[0]['d']}")
     axes[0].legend()
-    axes[1].bar(names, [r["seconds"] for r in runs], color=["tab:green", "tab:red"][:len(runs)])
+    axes[1].bar(names, [r["seconds"] for r in runs], color=[colors[n] for n in names])
     axes[1].set(ylabel=f"wall time (s), {runs[0]['steps']} steps", title=f"load avg before: {runs[0]['load_before']}")
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from curation.pruning import PruningConfig, prune, prune_shards, quality_histogram
-from curation.shards import ShardedDataset
 from tests.sharded_inputs import sharded_inputs
 
 MODES = [PruningConfig(), PruningConfig(mode="bottom_pct", bottom_pct=45.0),
@@ -23,14 +22,15 @@ def inputs(tmp_path_factory):
     return sharded_inputs(root / "six", 6), sharded_inputs(root / "one", 1)
 
 
-@pytest.mark.parametrize("config", MODES, ids=lambda c: f"{c.mode}-{c.threshold if c.mode == 'threshold' else c.bottom_pct}")
+@pytest.mark.parametrize("config", MODES,
+                         ids=lambda c: f"{c.mode}-{c.threshold if c.mode == 'threshold' else c.bottom_pct}")
 def test_sharded_pruning_equals_prune_on_the_concatenated_frame(inputs, tmp_path, config):
     (documents, scores, embeddings, (docs, frame, vectors)), one = inputs
     assert frame["quality"].value_counts().max() > 100  # integer scores: many ties at any cut
     keep, report = prune(frame, config)
     out = prune_shards(scores, embeddings, config, tmp_path / "six")
     pruned = out.scores.to_frame()
-    assert pruned.drop(columns=[]).reset_index(drop=True).equals(frame.loc[keep].reset_index(drop=True))
+    assert pruned.equals(frame.loc[keep].reset_index(drop=True))
     stacked = np.concatenate([a for _, a in out.embeddings.iter_arrays()])
     assert np.array_equal(stacked, vectors[keep])
     assert out.scores.names == scores.names and out.embeddings.names == scores.names  # documents' layout

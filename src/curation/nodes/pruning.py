@@ -4,35 +4,16 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from curation.cache import config_key, result_cache
+from curation.cache import config_key
 from curation.configuration import parse_dataclass
-from curation.paths import project_root
 from curation.pruning import PRUNING_VERSION, PruningConfig, prune_shards
 from curation.reporting.plots import plot_quality_histogram
-from curation.shards import EngineConfig, ShardedDataset
-
-STAGING = Path("data") / "02_intermediate" / ".staging"  # per-run work folders of streaming stages
-
-
-def stage_folder(stage: str, key: str, cache: dict[str, Any], run: dict[str, Any] | None) -> tuple[Path, bool]:
-    """``(folder, cached)``: the result-cache entry ``<cache.dir>/<stage>-<key>`` (kept after publishing, so an
-    unchanged re-run is a hit), or with ``cache.enabled: false`` a staging folder per ``run.namespace``."""
-    store = result_cache(cache)
-    if store.enabled:
-        return store.directory / f"{stage}-{key}", True
-    namespace = str((run or {}).get("namespace") or "default")
-    return project_root() / STAGING / namespace / f"{stage}-{key}", False
-
-
-def engine_of(data: dict[str, Any] | None) -> EngineConfig:
-    """The per-shard engine of the ``data`` group (``data.engine``, ``data.ray_address``)."""
-    data = data or {}
-    return EngineConfig(engine=data.get("engine") or "local", ray_address=data.get("ray_address"))
+from curation.shards import ShardedDataset
+from curation.shards.work import engine_of, stage_folder
 
 
 def prune_documents(

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from curation.nodes.pruning import engine_of, stage_folder
 from curation.reporting.plots import (
     cluster_quality_diversity,
     plot_objective_trajectory,
@@ -21,6 +20,7 @@ from curation.selection import diagnose
 from curation.selection.corpus import candidate_pool, run_selection_shards, selection_key
 from curation.selection.sharded import DIAGNOSE_MAX, gather_rows, read_ids, read_quality
 from curation.shards import ShardedDataset
+from curation.shards.work import engine_of, stage_folder
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import atomic_write, atomic_write_text, save_npy
-from curation.selection.config import DataMaskConfig, parse_selection_config
+from curation.selection.config import parse_selection_config
 from curation.shards.executor import EngineConfig, ShardResult, ShardTask, run_shards
 from curation.shards.lineage import LineageError, check_manifest_inputs
 from curation.shards.store import ShardedDataset, ShardWriter
