@@ -87,8 +87,10 @@ INPROCESS_CHILD = textwrap.dedent("""
 """)
 
 
-def _tree_rss_kib(pid: int) -> int:
-    """RSS of ``pid`` and every descendant, from /proc (as benchmarks/scale/bench_scale.py)."""
+def _tree_rss_kib(pid: int) -> tuple[int, int]:
+    """(RSS, anonymous RSS) of ``pid`` and every descendant, from /proc (as benchmarks/scale/bench_scale.py).
+    Anonymous = RssAnon: memory the kernel cannot drop; the rest is file-backed (memory-mapped shards
+    and block rows: page cache, reclaimable under pressure)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -99,7 +101,7 @@ def _tree_rss_kib(pid: int) -> int:
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(entry))
-    total, stack = 0, [pid]
+    total, anon, stack = 0, 0, [pid]
     while stack:
         p = stack.pop()
         stack.extend(children.get(p, []))
@@ -108,20 +110,23 @@ def _tree_rss_kib(pid: int) -> int:
                 for line in handle:
                     if line.startswith("VmRSS:"):
                         total += int(line.split()[1])
+                    elif line.startswith("RssAnon:"):
+                        anon += int(line.split()[1])
         except OSError:
             pass
-    return total
+    return total, anon
 
 
 def measure(argv: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen([sys.executable, "-c", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    peak = [0]
+    peak = [0, 0]
 
     def poll() -> None:
         while proc.poll() is None:
-            peak[0] = max(peak[0], _tree_rss_kib(proc.pid))
+            rss, anon = _tree_rss_kib(proc.pid)
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], anon)
             time.sleep(0.1)
 
     thread = threading.Thread(target=poll, daemon=True)
@@ -132,6 +137,7 @@ def measure(argv: list[str]) -> dict:
         raise RuntimeError(err[-3000:])
     result = json.loads(out.strip().splitlines()[-1])
     result["peak_rss_mb"] = peak[0] / 1024
+    result["peak_anon_mb"] = peak[1] / 1024
     return result
 
 
@@ -164,6 +170,7 @@ def main() -> None:
         written = measure([WRITE_CHILD, tmp, str(args.n), str(args.d), str(args.shards)])
         rows.append({"path": "write_shards", "n": args.n, "d": args.d, "steps": 0, "blocks": 0,
                      "seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(written["peak_rss_mb"], 1),
+                     "peak_anon_mb": round(written["peak_anon_mb"], 1),
                      "digest": "", "load_before": before, "load_after": loadavg()})
         paths = [("block_task", BLOCK_CHILD, config)]
         paths += [("in_process", INPROCESS_CHILD, config)] if args.baseline else []
@@ -174,6 +181,7 @@ def main() -> None:
             result = measure([child, tmp, str(Path(tmp) / f"work-{name}"), str(budget), json.dumps(cfg)])
             rows.append({"path": name, "n": args.n, "d": args.d, "steps": args.steps, "blocks": result["blocks"],
                          "seconds": round(result["seconds"], 2), "peak_rss_mb": round(result["peak_rss_mb"], 1),
+                         "peak_anon_mb": round(result["peak_anon_mb"], 1),
                          "digest": result["digest"], "load_before": before, "load_after": loadavg()})
             print(rows[-1], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -186,7 +194,7 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / "src"))
         from curation.tracking.benchmarks import log_benchmark
 
-        metrics = {f"{r['path']}_{k}": r[k] for r in rows for k in ("seconds", "peak_rss_mb")}
+        metrics = {f"{r['path']}_{k}": r[k] for r in rows for k in ("seconds", "peak_rss_mb", "peak_anon_mb")}
         log_benchmark("selection_blocks", files=[args.out, png], metrics=metrics,
                       params={"n": args.n, "d": args.d, "steps": args.steps, "shards": args.shards,
                               "budget": budget, "vectors": "synthetic unit vectors"})
@@ -202,9 +210,12 @@ def plot(rows: list[dict], path: Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), constrained_layout=True)
     names = [r["path"] for r in runs]
     colors = {"block_task": "tab:green", "in_process": "tab:red", "block_task_half": "tab:olive"}
-    axes[0].bar(names, [r["peak_rss_mb"] / 1024 for r in runs], color=[colors[n] for n in names])
+    axes[0].bar(names, [r["peak_rss_mb"] / 1024 for r in runs], color=[colors[n] for n in names], alpha=0.35,
+                label="RSS (incl. file-backed pages)")
+    axes[0].bar(names, [r["peak_anon_mb"] / 1024 for r in runs], color=[colors[n] for n in names],
+                label="anonymous RSS")
     axes[0].axhline(3.0, color="k", ls="--", lw=1, label="3 GB goal (issue #14)")
-    axes[0].set(ylabel="peak RSS of the process tree (GB)", title=f"DataMask, one block of {runs[0]['n']:,} x "
+    axes[0].set(ylabel="peak of the process tree (GB)", title=f"DataMask, one block of {runs[0]['n']:,} x "
                                                                    f"{runs[0]['d']}")
     axes[0].legend()
     axes[1].bar(names, [r["seconds"] for r in runs], color=[colors[n] for n in names])

@@ -121,6 +121,35 @@ def gather_rows(embeddings: ShardedDataset, positions: np.ndarray) -> np.ndarray
     return out
 
 
+def gather_to_file(embeddings: ShardedDataset, positions: np.ndarray, path: Path) -> np.ndarray:
+    """:func:`gather_rows` into a block-local ``.npy`` file, returned memory-mapped (copy-on-write).
+
+    A DataMask block keeps its input rows for its whole run, but after the objective has
+    normalised them (``Objective.unit``, its own copy) they are read again only by the DiSF terms.
+    File-backed, clean pages are page cache the kernel can drop and re-read under memory pressure,
+    whereas an anonymous copy is not: the block's non-reclaimable memory is the objective's copy,
+    not two. Values are those of :func:`gather_rows` (NaN/inf refused, checked in slices)."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if len(positions) and (np.diff(positions) <= 0).any():
+        raise ValueError("gather_to_file needs strictly increasing positions")
+    width = json.loads(embeddings.manifest.schema.get("shape_tail", "[0]"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(positions), *width))
+    at = 0
+    for name, rows in by_shard(embeddings, positions).items():
+        for lo in range(0, len(rows), 65536):  # slices: a bounded temporary per copy
+            part = embeddings.array(name, mmap=True)[rows[lo:lo + 65536]]
+            if not np.isfinite(part).all():
+                raise ValueError(f"embeddings shard {name} has NaN or inf values (rows {rows[lo]}..)")
+            out[at:at + len(part)] = part
+            at += len(part)
+    out.flush()
+    del out
+    os.replace(tmp, path)
+    return np.load(path, mmap_mode="c")
+
+
 def read_ids(pruned_scores: ShardedDataset, positions: np.ndarray) -> dict[str, np.ndarray]:
     """``{shard: ids}`` of the rows at sorted global ``positions`` (reads the id column shard by shard)."""
     out = {}
@@ -163,7 +192,7 @@ class BlockTask:
         stem = Path(self.work) / f"block_{self.block_id:05d}"
         return {"positions": stem.with_suffix(".positions.npy"), "quality": stem.with_suffix(".quality.npy"),
                 "selected": stem.with_suffix(".selected.npy"), "history": stem.with_suffix(".history.parquet"),
-                "done": stem.with_suffix(".done.json")}
+                "done": stem.with_suffix(".done.json"), "rows": stem.with_suffix(".rows.npy")}
 
 
 def run_block_task(task: BlockTask) -> dict:
@@ -182,15 +211,13 @@ def run_block_task(task: BlockTask) -> dict:
                                               "resume": True})
     positions = np.load(paths["positions"])
     quality = np.load(paths["quality"])
-    embeddings = gather_rows(ShardedDataset(task.embeddings_root), positions)
-    for lo in range(0, len(embeddings), 65536):  # in slices: no N x d boolean temporary
-        if not np.isfinite(embeddings[lo:lo + 65536]).all():
-            raise ValueError(f"block {task.block_id}: embeddings contain NaN or inf (rows from {lo})")
+    embeddings = gather_to_file(ShardedDataset(task.embeddings_root), positions, paths["rows"])
     device = resolve_device(cfg.device)
     started = time.perf_counter()
     result = run_block(torch.from_numpy(embeddings).to(device), torch.from_numpy(quality).to(device), task.budget,
                        cfg, seed=task.seed, block_id=task.block_id)
     del embeddings
+    paths["rows"].unlink(missing_ok=True)
     selected = positions[result.indices]
     atomic_write(paths["selected"], lambda p: save_npy(p, selected))
     atomic_write(paths["history"], lambda p: result.history.to_parquet(p, index=False))
