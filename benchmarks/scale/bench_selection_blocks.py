@@ -215,9 +215,8 @@ def plot(rows: list[dict], path: Path) -> Path:
     axes[0].bar(names, [r["peak_anon_mb"] / 1024 for r in runs], color=[colors[n] for n in names],
                 label="anonymous RSS")
     axes[0].axhline(3.0, color="k", ls="--", lw=1, label="3 GB goal (issue #14)")
-    axes[0].set(ylabel="peak of the process tree (GB)", title=f"DataMask, one block of {runs[0]['n']:,} x "
-                                                                   f"{runs[0]['d']}")
-    axes[0].legend()
+    axes[0].set(ylabel="peak of the process tree (GB)", title=f"DataMask on {runs[0]['n']:,} x {runs[0]['d']}")
+    axes[0].legend(loc="lower left", fontsize=8)
     axes[1].bar(names, [r["seconds"] for r in runs], color=[colors[n] for n in names])
     axes[1].set(ylabel=f"wall time (s), {runs[0]['steps']} steps", title=f"load avg before: {runs[0]['load_before']}")
     fig.savefig(path, dpi=110)
