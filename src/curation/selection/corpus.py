@@ -166,8 +166,10 @@ SELECTION_VERSION = "selection-shards-v1"
 def selection_key(pruned_scores: Any, pruned_embeddings: Any, documents: Any, selection: Mapping[str, Any],
                   budget: Mapping[str, Any], seed: int) -> str:
     """Result-cache key of a sharded selection: its config and the fingerprints of its inputs
-    (``block_workers`` and ``device`` change where it runs, not what it selects)."""
-    config = {k: v for k, v in dict(selection).items() if k not in ("block_workers", "device")}
+    (``block_workers``, ``device``, ``max_items`` and the checkpoint keys change where and how it runs, not
+    what it selects; on shards DataMask always checkpoints into the stage folder and resumes from it)."""
+    free = ("block_workers", "device", "max_items", "checkpoint_dir", "resume")
+    config = {k: v for k, v in dict(selection).items() if k not in free}
     return config_key(SELECTION_VERSION, config, dict(budget), int(seed), pruned_scores.fingerprint,
                       pruned_embeddings.fingerprint, documents.fingerprint)
 
