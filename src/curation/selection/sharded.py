@@ -289,9 +289,9 @@ def run_datamask_blocks(quality: np.ndarray, positions: np.ndarray, pruned_embed
     blocks_dir = Path(work) / "blocks"
     blocks_dir.mkdir(parents=True, exist_ok=True)
     plan = plan_blocks(len(kept), budget, cfg.block_size, seed)
-    # block_workers says how many blocks run at once, not what a block selects: not part of a block's
-    # checkpoint fingerprint, so a resumed run may use another value
-    as_dict = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("method", "block_workers")}
+    # block_workers and max_items say how the blocks run, not what a block selects: kept out of a block's
+    # checkpoint fingerprint, so a resumed run may use other values
+    as_dict = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("method", "block_workers", "max_items")}
     workers = max(1, int(block_workers or cfg.block_workers or 1))
     threads = max(1, (os.cpu_count() or 1) // workers)
     tasks = []
