@@ -213,14 +213,14 @@ def test_nodes_prune_select_publish_and_describe(inputs, tmp_path):
         CatalogShards(path=str(tmp_path / "data" / name)).save(out[f"{name}@shards"])
         published[name] = CatalogShards(path=str(tmp_path / "data" / name), load_as="shards").load()
     assert (out["pruned_scores@shards"].root / "manifest.json").is_file()  # the cache entry stays
-    selection = {**DATAMASK, "block_size": 400, "checkpoint_every": 0}
+    selection = {**DATAMASK, "checkpoint_every": 0}  # one block: one spawned process
     params = {"selection": selection, "budget": BUDGET, "run": run, "data": data, "cache": cache}
     sel = run_node(selection_pipeline, "select_documents_node",
                    {"pruned_scores@shards": published["pruned_scores"],
                     "pruned_embeddings@shards": published["pruned_embeddings"], "documents@shards": documents},
                    params)
     ids, run_metrics = sel["selected_ids"], sel["selection_run_metrics"]
-    assert run_metrics["budget_docs"] == 120 and run_metrics["info_n_blocks"] == 2 and len(ids) == 120
+    assert run_metrics["budget_docs"] == 120 and run_metrics["info_n_blocks"] == 1 and len(ids) == 120
     CatalogShards(path=str(tmp_path / "data" / "selected_documents")).save(sel["selected_documents@shards"])
     frame = CatalogShards(path=str(tmp_path / "data" / "selected_documents"), load_as="frame").load()
     docs = documents.to_frame()
