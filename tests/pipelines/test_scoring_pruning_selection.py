@@ -44,11 +44,11 @@ def test_default_job_then_cached_rerun_and_a_selection_sweep(project):
     for rater in ("fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki", "doc_word_count"):
         assert rater in scores.columns
 
-    pruned = catalog.load("pruned_scores")
-    assert (pruned["quality"] >= 4).all() and len(pruned) == len(np.asarray(catalog.load("pruned_embeddings")))
+    pruned = catalog.load("pruned_scores@frame")
+    assert (pruned["quality"] >= 4).all() and len(pruned) == len(np.asarray(catalog.load("pruned_embeddings@frame")))
     selected = catalog.load("selected_ids")
     assert len(selected) == 25 and selected["id"].is_unique and set(selected["id"]) <= set(pruned["id"])
-    assert set(catalog.load("selected_documents")["id"]) == set(selected["id"])
+    assert set(catalog.load("selected_documents@frame")["id"]) == set(selected["id"])
 
     run = _runs(project).iloc[-1]
     assert run["status"] == "FINISHED"

@@ -13,12 +13,15 @@ from tests.kedro_nodes import run_node
 from tests.shards.conftest import CORPUS
 
 
-def select_documents(pruned_scores, pruned_embeddings, documents, selection, budget, run):
-    """The selection pipeline's ``select_documents_node`` on an in-memory catalog."""
+def select_documents(pruned_scores, pruned_embeddings, documents, selection, budget, run, cache):
+    """The selection pipeline's ``select_documents_node`` on an in-memory catalog of sharded datasets."""
     out = run_node(create_pipeline, "select_documents_node",
-                   {"pruned_scores": pruned_scores, "pruned_embeddings": pruned_embeddings, "documents@frame": documents},
-                   {"selection": selection, "budget": budget, "run": run})
-    return out["selected_ids"], out["selected_documents"], out["selection_history"], out["selection_run_metrics"]
+                   {"pruned_scores@shards": pruned_scores, "pruned_embeddings@shards": pruned_embeddings,
+                    "documents@shards": documents},
+                   {"selection": selection, "budget": budget, "run": run, "data": {"engine": "local"},
+                    "cache": cache})
+    return (out["selected_ids"], out["selected_documents@shards"], out["selection_history"],
+            out["selection_run_metrics"])
 
 
 @pytest.fixture(scope="module")
@@ -26,22 +29,32 @@ def docs400() -> pd.DataFrame:
     return pd.read_parquet(sorted(CORPUS.glob("*.parquet"))[0], columns=["id", "text"]).iloc[:400]
 
 
-def test_selection_refuses_pruned_scores_of_an_older_ingest(docs400):
+def test_selection_refuses_pruned_scores_of_an_older_ingest(docs400, tmp_path):
     """Today's bug: ingest 400, score+prune, ingest 250, select -> 25 ids, 16 documents, exit 0.
     Now the selection node stops before selecting, naming the stale dataset and its command."""
+    from curation.pruning import PruningConfig, prune_shards
+    from tests.sharded_inputs import write_array, write_frame
+
     rng = np.random.default_rng(0)
-    kept = np.sort(rng.choice(400, size=300, replace=False))  # pruning kept 300 of the 400
-    pruned_scores = pd.DataFrame({"id": docs400["id"].to_numpy()[kept], "quality": rng.random(300)})
-    pruned_embeddings = rng.standard_normal((300, 8)).astype("float32")
-    docs250 = docs400.iloc[:250].reset_index(drop=True)  # re-ingested with data.max_docs=250
-    with pytest.raises(LineageError, match=r"ids of pruned_scores are not in documents .*"
-                                           r"curate pipeline=scoring\+pruning"):
-        select_documents(pruned_scores, pruned_embeddings, docs250, {"method": "random"},
-                         {"keep_ratio": 0.1}, {"seed": 0})
+    cuts = [np.arange(0, 150), np.arange(150, 400)]
+    documents = write_frame(docs400, tmp_path / "documents", cuts, "ingest")
+    fp = documents.fingerprint
+    scores = write_frame(pd.DataFrame({"id": docs400["id"], "quality": rng.uniform(0, 15, 400)}), tmp_path / "scores",
+                         cuts, "scoring", inputs={"documents": fp}, aligned_with=fp)
+    embeddings = write_array(rng.standard_normal((400, 8)).astype("float32"), tmp_path / "embeddings", cuts,
+                             "scoring", inputs={"documents": fp}, aligned_with=fp)
+    pruned = prune_shards(scores, embeddings, PruningConfig(), tmp_path / "pruned")  # pruning kept ~290 of 400
+    docs250 = write_frame(docs400.iloc[:250], tmp_path / "documents250", [np.arange(0, 150), np.arange(150, 250)],
+                          "ingest")  # re-ingested with data.max_docs=250
+    cache = {"dir": str(tmp_path / "cache"), "enabled": True}
+    with pytest.raises(LineageError, match=r"pruned_scores was made from documents .* but the current documents is "
+                                           r".*curate pipeline=scoring\+pruning"):
+        select_documents(pruned.scores, pruned.embeddings, docs250, {"method": "random"},
+                         {"keep_ratio": 0.1}, {"seed": 0}, cache)
     # The inputs that belong together still select, and every selected id has its document.
-    ids, selected, _, _ = select_documents(pruned_scores, pruned_embeddings, docs400, {"method": "random"},
-                                           {"keep_ratio": 0.1}, {"seed": 0})
-    assert len(selected) == len(ids) > 0
+    ids, selected, _, _ = select_documents(pruned.scores, pruned.embeddings, documents, {"method": "random"},
+                                           {"keep_ratio": 0.1}, {"seed": 0}, cache)
+    assert len(selected) == len(ids) == 40
 
 
 def test_embeddings_not_aligned_with_scores_are_refused(docs400):

@@ -1,5 +1,5 @@
-"""Selection nodes: run a selection method on the pruned corpus (:mod:`curation.selection.corpus`),
-then describe the result."""
+"""Selection nodes: run a selection method on the sharded pruned corpus
+(:func:`curation.selection.corpus.run_selection_shards`), then describe the result."""
 
 from __future__ import annotations
 
@@ -17,24 +17,30 @@ from curation.reporting.plots import (
     plot_selection_map,
 )
 from curation.selection import diagnose
-from curation.selection.corpus import candidate_pool, run_selection
-from curation.shards.lineage import check_lineage
+from curation.selection.corpus import candidate_pool, run_selection_shards, selection_key
+from curation.selection.sharded import DIAGNOSE_MAX, gather_rows, read_ids, read_quality
+from curation.shards import ShardedDataset
+from curation.shards.work import engine_of, stage_folder
 
 log = logging.getLogger(__name__)
 
 
 def select_documents(
-    pruned_scores: pd.DataFrame,
-    pruned_embeddings: np.ndarray,
-    documents: pd.DataFrame,
+    pruned_scores: ShardedDataset,
+    pruned_embeddings: ShardedDataset,
+    documents: ShardedDataset,
     selection: dict[str, Any],
     budget: dict[str, Any],
     run: dict[str, Any],
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """Run ``selection.method`` (:func:`curation.selection.corpus.run_selection`); return ``selected_ids``,
-    ``selected_documents``, ``selection_history`` (one row per recorded step) and ``selection_run_metrics``."""
-    check_lineage("selection", "documents", documents, {"pruned_scores": pruned_scores},
-                  aligned={"pruned_embeddings": (pruned_embeddings, "pruned_scores")})
+    data: dict[str, Any],
+    cache: dict[str, Any],
+) -> tuple[pd.DataFrame, ShardedDataset, pd.DataFrame, dict[str, float]]:
+    """Run ``selection.method`` on the pruned shards; return ``selected_ids``, ``selected_documents``
+    (sharded, per documents shard in document order), ``selection_history`` and ``selection_run_metrics``.
+    Refuses a pruned corpus not made from the current documents (:class:`curation.shards.lineage.LineageError`)."""
+    seed = int(run["seed"])
+    key = selection_key(pruned_scores, pruned_embeddings, documents, selection, budget, seed)
+    folder, cached = stage_folder("selection", key, cache, run)
     bar = tqdm(desc=f"selection ({selection['method']})", unit="step")
 
     def progress(done: int, total: int) -> None:
@@ -42,16 +48,18 @@ def select_documents(
         bar.n = done
         bar.refresh()
 
-    result = run_selection(pruned_scores, pruned_embeddings, documents, selection, budget, int(run["seed"]),
-                           progress=progress)
+    result = run_selection_shards(pruned_scores, pruned_embeddings, documents, selection, budget, seed, folder,
+                                  engine=engine_of(data), progress=progress)
     bar.close()
+    if not cached:
+        result.selected_documents.keep = False
     return result.selected_ids, result.selected_documents, result.history, result.metrics
 
 
 def describe_selection(
     selected_ids: pd.DataFrame,
-    pruned_scores: pd.DataFrame,
-    pruned_embeddings: np.ndarray,
+    pruned_scores: ShardedDataset,
+    pruned_embeddings: ShardedDataset,
     document_stats: pd.DataFrame,
     selection_history: pd.DataFrame,
     selection: dict[str, Any],
@@ -59,20 +67,35 @@ def describe_selection(
     run: dict[str, Any],
 ) -> tuple[dict[str, float], pd.DataFrame, Any, Any, Any]:
     """Diagnostics of the selection against the candidates it was chosen from (every
-    objective, DiSF dominance, length bias, source mix) and its three figures."""
-    pool = candidate_pool(len(pruned_scores), budget, int(run["seed"]))
-    scores = pruned_scores.iloc[pool].reset_index(drop=True)
-    embeddings = np.asarray(pruned_embeddings[pool], dtype="float32")
-    quality = scores["quality"].to_numpy(dtype="float64")
-    position = pd.Series(np.arange(len(scores)), index=scores["id"].to_numpy())
-    indices = np.sort(position.loc[selected_ids["id"].to_numpy()].to_numpy())
-    stats = document_stats.set_index("id").reindex(scores["id"].to_numpy())
+    objective, DiSF dominance, length bias, source mix) and its three figures.
+
+    A small-scale diagnostic: it gathers the candidate pool's embeddings. With more than
+    :data:`~curation.selection.sharded.DIAGNOSE_MAX` candidates it diagnoses a seeded random sample of
+    that many (and the selected items in it), and says so (``selected_diagnosed_sample`` = 1)."""
+    seed = int(run["seed"])
+    pool = candidate_pool(len(pruned_scores), budget, seed)
+    sampled = len(pool) > DIAGNOSE_MAX
+    if sampled:
+        rng = np.random.default_rng([seed, 104729])
+        pool = np.sort(rng.choice(pool, size=DIAGNOSE_MAX, replace=False))
+        log.info("describe_selection: %d candidates, diagnosing a seeded sample of %d", len(pruned_scores),
+                 DIAGNOSE_MAX)
+    ids = np.concatenate(list(read_ids(pruned_scores, pool).values()))
+    quality = read_quality(pruned_scores)[pool]
+    embeddings = gather_rows(pruned_embeddings, pool)
+    indices = np.flatnonzero(pd.Index(ids).isin(pd.Index(selected_ids["id"].astype(str))))
+    if not sampled and len(indices) != len(selected_ids):
+        raise ValueError(f"describe_selection: {len(selected_ids) - len(indices)} selected ids are not among the "
+                         "candidates of pruned_scores: selected_ids is stale; re-run `curate pipeline=selection`")
+    stats = document_stats.set_index("id").reindex(ids)
     metrics = diagnose(embeddings, quality, indices, lengths=stats["n_words"].to_numpy(dtype="float64"),
-                       sources=stats["source"].astype("string").fillna("unknown").to_numpy(), seed=int(run["seed"]))
+                       sources=stats["source"].astype("string").fillna("unknown").to_numpy(), seed=seed)
     metrics = {f"selected_{k}".replace("/", "_"): float(v) for k, v in metrics.items()}
-    clusters = cluster_quality_diversity(embeddings, quality, indices, seed=int(run["seed"]))
+    metrics["selected_diagnosed_sample"] = float(sampled)
+    metrics["selected_diagnosed_candidates"] = float(len(pool))
+    clusters = cluster_quality_diversity(embeddings, quality, indices, seed=seed)
     title = f"{selection['method']}" + (f", {selection['diversity']}, lam={selection['lam']}"
                                         if "diversity" in selection and "lam" in selection else "")
     return (metrics, clusters, plot_objective_trajectory(selection_history, title=title),
-            plot_selection_map(embeddings, quality, indices, seed=int(run["seed"]), title=title),
+            plot_selection_map(embeddings, quality, indices, seed=seed, title=title),
             plot_quality_diversity_heatmap(clusters))

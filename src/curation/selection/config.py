@@ -39,12 +39,18 @@ class SelectionConfig:
     # Quality-aware pruning in place (DATAMASK Sec. 4.3, App. A.5): items whose
     # quality is below this value are dropped before selecting; None = off.
     min_quality: Optional[float] = None
+    # Candidates an in-memory method (greedy, semdedup, dvrl) may hold on the sharded path; past it the
+    # run refuses and names the streaming methods. None = the method's default
+    # (curation.selection.sharded.MAX_ITEMS); datamask, topk_quality and random stream and ignore it.
+    max_items: Optional[int] = None
 
     def __post_init__(self) -> None:
         self.validate()  # the subclass's checks: a config built by hand is checked like a parsed one
 
     def validate(self) -> None:
         _require(self.method in METHODS, "method", f"must be one of {METHODS}, got {self.method!r}")
+        _require(self.max_items is None or self.max_items >= 2, "max_items",
+                 f"must be None or >= 2, got {self.max_items}")
 
 
 @dataclass
@@ -112,9 +118,12 @@ class DataMaskConfig(ObjectiveConfig):
     resume: bool = False
     # Torch device for the logits and objective: "cpu", "cuda", "cuda:1", or "auto".
     device: str = "cpu"
+    # Blocks run at once on the sharded path, each in its own process (or Ray task; one per GPU).
+    block_workers: int = 1
 
     def validate(self) -> None:
         super().validate()
+        _require(self.block_workers >= 1, "block_workers", f"must be >= 1, got {self.block_workers}")
         _require(self.group_size >= 2, "group_size", f"G must be >= 2, got {self.group_size}")
         _require(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
         _require(self.steps >= 0, "steps", f"must be >= 0, got {self.steps}")

@@ -33,6 +33,7 @@ the trainers spend the same number of tokens on each, as Table 2 does.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -144,6 +145,131 @@ def run_selection(pruned_scores: pd.DataFrame, pruned_embeddings: np.ndarray, do
                     if isinstance(v, (int, float)) and not isinstance(v, bool)})
     log.info("selected %d of %d candidates with %s in %.1fs", n_select, len(quality), method, seconds)
     return SelectionRun(selected_ids, selected_documents, history, metrics)
+
+
+# --- the selection pipeline's pick on shards (issue #14 item 5) ---
+
+
+@dataclass
+class ShardSelectionRun:
+    """The result of :func:`run_selection_shards`: ``selected_documents`` is a sharded dataset."""
+
+    selected_ids: pd.DataFrame
+    selected_documents: Any  # curation.shards.ShardedDataset
+    history: pd.DataFrame
+    metrics: dict[str, float]
+
+
+SELECTION_VERSION = "selection-shards-v1"
+
+
+def selection_key(pruned_scores: Any, pruned_embeddings: Any, documents: Any, selection: Mapping[str, Any],
+                  budget: Mapping[str, Any], seed: int) -> str:
+    """Result-cache key of a sharded selection: its config and the fingerprints of its inputs
+    (``block_workers``, ``device``, ``max_items`` and the checkpoint keys change where and how it runs, not
+    what it selects; on shards DataMask always checkpoints into the stage folder and resumes from it)."""
+    free = ("block_workers", "device", "max_items", "checkpoint_dir", "resume")
+    config = {k: v for k, v in dict(selection).items() if k not in free}
+    return config_key(SELECTION_VERSION, config, dict(budget), int(seed), pruned_scores.fingerprint,
+                      pruned_embeddings.fingerprint, documents.fingerprint)
+
+
+def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: Any,
+                         selection: Mapping[str, Any], budget: Mapping[str, Any], seed: int, work: Any, *,
+                         engine: Any = None, in_process_blocks: bool = False,
+                         progress: Optional[Callable[[int, int], None]] = None) -> ShardSelectionRun:
+    """:func:`run_selection` on sharded inputs with bounded memory (:mod:`curation.selection.sharded`).
+
+    The candidate pool and the budget are those of :func:`run_selection` (same seed, same
+    ``budget.candidates`` subsample). ``datamask`` runs as independent block tasks;
+    ``topk_quality`` / ``random`` read only the quality column; the in-memory methods gather the pool's
+    embeddings and refuse past ``selection.max_items``. ``selected_documents`` is written per documents
+    shard, in document order. ``work`` (a result-cache entry or staging folder) holds the block
+    checkpoints and outputs: a killed run resumes, a finished one is read back (``selection_cache_hit``).
+    """
+    from pathlib import Path
+
+    from curation.selection.baselines import select_random
+    from curation.selection.config import parse_selection_config
+    from curation.selection.sharded import (
+        check_scale,
+        check_selection_inputs,
+        gather_rows,
+        read_ids,
+        read_quality,
+        run_datamask_blocks,
+        topk_positions,
+        write_selected_documents,
+    )
+    from curation.shards.store import ShardedDataset
+
+    check_selection_inputs(documents, pruned_scores, pruned_embeddings)
+    work = Path(work)
+    done = work / "result.json"
+    if done.is_file() and (work / "selected_documents" / "manifest.json").is_file():
+        saved = json.loads(done.read_text())
+        history = pd.read_parquet(work / "history.parquet")
+        return ShardSelectionRun(pd.read_parquet(work / "selected_ids.parquet"),
+                                 ShardedDataset(work / "selected_documents", keep=True), history,
+                                 {**saved["metrics"], "selection_cache_hit": 1.0})
+    method = selection["method"]
+    cfg = parse_selection_config(method, {k: v for k, v in selection.items() if k != "method"}, path="selection")
+    n_candidates = len(pruned_scores)
+    pool = candidate_pool(n_candidates, budget, seed)  # int64 positions, 8 bytes per candidate
+    n_select = resolve_budget(budget, len(documents), n_candidates, len(pool))
+    quality = read_quality(pruned_scores)[pool]
+    if not np.isfinite(quality).all():
+        raise ValueError(f"pruned_scores.quality has {int((~np.isfinite(quality)).sum())} NaN/inf values")
+    started = time.perf_counter()
+    history, info = pd.DataFrame(), {}
+    if method == "datamask":
+        positions, history, info = run_datamask_blocks(quality, pool, pruned_embeddings, n_select, cfg, seed, work,
+                                                       engine=engine, in_process=in_process_blocks,
+                                                       progress=progress)
+        info = {k: v for k, v in info.items() if k != "blocks"}
+    elif method in ("topk_quality", "random"):
+        kept = np.arange(len(pool), dtype=np.int64)
+        if cfg.min_quality is not None:  # in-place pruning, as select() applies it
+            kept = np.flatnonzero(quality >= cfg.min_quality).astype(np.int64)
+        if not 0 < n_select < len(kept):
+            raise ValueError(f"budget {n_select} must be in (0, {len(kept)}): the candidates left after "
+                             f"selection.min_quality={cfg.min_quality}")
+        local = topk_positions(quality[kept], n_select) if method == "topk_quality" else \
+            select_random(len(kept), n_select, seed)
+        positions = pool[kept[local]]
+    else:
+        check_scale(method, len(pool), cfg.max_items)
+        embeddings = gather_rows(pruned_embeddings, pool)
+        result = select(method, quality=quality, embeddings=embeddings, budget=n_select, config=cfg, seed=seed,
+                        progress=progress)
+        del embeddings
+        positions, history, info = pool[result.indices], result.history, result.info
+    seconds = time.perf_counter() - started
+    positions = np.sort(np.asarray(positions, dtype=np.int64))
+    ids_by_shard = read_ids(pruned_scores, positions)
+    ids = np.concatenate(list(ids_by_shard.values())) if ids_by_shard else np.empty(0, dtype=object)
+    selected_ids = pd.DataFrame({"id": ids, "quality": quality[np.searchsorted(pool, positions)]})
+    selected = write_selected_documents(
+        documents, ids_by_shard, work, engine=engine, config_digest=selection_key(
+            pruned_scores, pruned_embeddings, documents, selection, budget, seed),
+        inputs={"documents": documents.fingerprint, "pruned_scores": pruned_scores.fingerprint,
+                "pruned_embeddings": pruned_embeddings.fingerprint})
+    if len(selected) != n_select:
+        raise RuntimeError(f"selection: {len(selected)} documents written for {n_select} selected ids")
+    history = history.copy()
+    if not history.empty and "step" in history and "block" in history and history["block"].nunique() > 1:
+        history["step"] = np.arange(len(history))  # MLflow wants one increasing step per series
+    metrics = {"budget_docs": float(n_select), "candidates": float(len(pool)), "corpus_docs": float(len(documents)),
+               "pruned_candidates": float(n_candidates), "selection_seconds": seconds, "selection_cache_hit": 0.0}
+    metrics.update({f"info_{k}": float(v) for k, v in info.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    from curation.cache import atomic_write, atomic_write_text
+
+    atomic_write(work / "selected_ids.parquet", lambda p: selected_ids.to_parquet(p, index=False))
+    atomic_write(work / "history.parquet", lambda p: history.to_parquet(p, index=False))
+    atomic_write_text(done, json.dumps({"metrics": metrics}))
+    log.info("selected %d of %d candidates with %s in %.1fs (sharded)", n_select, len(pool), method, seconds)
+    return ShardSelectionRun(selected_ids, ShardedDataset(work / "selected_documents", keep=True), history, metrics)
 
 
 # --- named corpus recipes ---

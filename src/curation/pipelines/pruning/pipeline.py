@@ -1,4 +1,4 @@
-"""pruning: scores + embeddings -> the corpus without its low-quality tail."""
+"""pruning: scores + embeddings -> the corpus without its low-quality tail, shard by shard."""
 
 from kedro.pipeline import Node, Pipeline
 
@@ -10,8 +10,10 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 prune_documents,
-                inputs=["scores@frame", "embeddings@frame", "params:pruning"],
-                outputs=["pruned_scores", "pruned_embeddings", "pruning_metrics", "pruning_table", "pruning_plot"],
+                inputs=["scores@shards", "embeddings@shards", "params:pruning", "params:data", "params:cache",
+                        "params:run"],
+                outputs=["pruned_scores@shards", "pruned_embeddings@shards", "pruning_metrics", "pruning_table",
+                         "pruning_plot"],
                 name="prune_documents_node",
             )
         ]

@@ -1,0 +1,33 @@
+"""Where a streaming stage works, and on which engine (shared by the pruning and selection nodes).
+
+A stage's folder is its result-cache entry ``<cache.dir>/<stage>-<key>`` (key = stage config + input
+fingerprints): it is kept after publishing (the Kedro dataset hard-links it into place), so an
+unchanged re-run is a cache hit and a killed run resumes there. With ``cache.enabled: false`` it is a
+staging folder per ``run.namespace`` under ``data/02_intermediate/.staging`` that publishing moves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from curation.cache import result_cache
+from curation.paths import project_root
+from curation.shards.executor import EngineConfig
+
+STAGING = Path("data") / "02_intermediate" / ".staging"  # per-run work folders of streaming stages
+
+
+def stage_folder(stage: str, key: str, cache: Mapping[str, Any], run: Mapping[str, Any] | None) -> tuple[Path, bool]:
+    """``(folder, cached)``: the result-cache entry of ``stage`` for ``key``, or (cache disabled) a staging folder."""
+    store = result_cache(cache)
+    if store.enabled:
+        return store.directory / f"{stage}-{key}", True
+    namespace = str((run or {}).get("namespace") or "default")
+    return project_root() / STAGING / namespace / f"{stage}-{key}", False
+
+
+def engine_of(data: Mapping[str, Any] | None) -> EngineConfig:
+    """The per-shard engine of the ``data`` group (``data.engine``, ``data.ray_address``)."""
+    data = data or {}
+    return EngineConfig(engine=data.get("engine") or "local", ray_address=data.get("ray_address"))
