@@ -96,17 +96,29 @@ def test_official_is_refused_outside_pure_disf():
 @pytest.mark.parametrize("dim", [384, 768])
 def test_float32_screen_error_is_far_inside_its_bound(minilm_views, dim):
     # _fast_disf re-scores in float64 every candidate within _SCREEN_REL of the best;
-    # that is exact only if the float32 error stays below the bound, with margin
-    from curation.selection.greedy import _SCREEN_REL, _disf_terms
+    # that is exact only if the incremental float32 screen's error stays below the bound,
+    # with margin, and its float64 re-score equals the from-scratch closed form
+    from curation.selection.greedy import _SCREEN_REL, _disf_terms, _DisfScreen
 
-    x = torch.tensor(_views(minilm_views, dim), dtype=torch.float64)
-    for picks in ([3], [3, 50, 97], list(range(0, 120, 8))):
+    x32 = torch.tensor(_views(minilm_views, dim))
+    x = x32.double()
+    screen = _DisfScreen(x32, 16)
+    picks = []
+    for j in [3, 50, 97, *range(0, 120, 8)][:15]:
+        if j in picks:
+            continue
+        picks.append(j)
+        screen.add(j)
+        if len(picks) not in (1, 3, 14):
+            continue
         f64, d64 = _disf_terms(x, x[picks])
-        f32, d32 = _disf_terms(x.float(), x[picks].float())
+        f32, d32 = screen.scores()
         cand = torch.ones(len(x), dtype=torch.bool)
         cand[picks] = False  # a pick is never its own candidate (a duplicate row has zero variance)
-        rel = (f32.double() - f64).abs()[cand] / f64[cand]
+        rel = (f32 - f64).abs()[cand] / f64[cand]
         assert float(rel.max()) < _SCREEN_REL / 10
-        assert float((d32.double() - d64).abs()[cand].max()) < 1e-3
+        assert float((d32 - d64).abs()[cand].max()) < 1e-3 + screen.diag2_slack
+        fe, de = screen.exact(torch.nonzero(cand).squeeze(1))
+        assert torch.allclose(fe, f64[cand], rtol=1e-10) and torch.allclose(de, d64[cand], rtol=1e-12)
         off = disf_offdiag_all(x, picks)
         assert torch.allclose(f64 - d64, off, rtol=1e-12)
