@@ -122,3 +122,35 @@ def test_float32_screen_error_is_far_inside_its_bound(minilm_views, dim):
         assert torch.allclose(fe, f64[cand], rtol=1e-10) and torch.allclose(de, d64[cand], rtol=1e-12)
         off = disf_offdiag_all(x, picks)
         assert torch.allclose(f64 - d64, off, rtol=1e-12)
+
+
+def test_hutchinson_estimate_is_unbiased_for_the_squared_norm(minilm_views):
+    # DataMask's disf_estimator=hutchinson: the mean of the estimates of -||C(U)||_F^2 over
+    # independent probe draws equals the exact value (within 4 standard errors), on real embeddings
+    emb = torch.tensor(_views(minilm_views, 384), dtype=torch.float64)
+    idx = torch.stack([torch.arange(0, 80, 2), torch.arange(1, 121, 3)])  # two sets of 40
+    exact = Objective(emb, torch.zeros(len(emb)), diversity="disf").disf(idx).square() * -1
+    obj = Objective(emb, torch.zeros(len(emb)), diversity="disf", disf_probes=32)
+    draws = []
+    for i in range(60):
+        obj.disf_probe_seed = i
+        draws.append(obj.disf(idx))
+    draws = torch.stack(draws)  # (60, 2)
+    se = draws.std(0) / np.sqrt(len(draws))
+    assert torch.all((draws.mean(0) - exact).abs() < 4 * se)
+    assert torch.all(se < 0.02 * exact.abs())  # and the estimate is informative at 32 probes
+    # the same probe seed gives the same estimate (a resumed DataMask run redraws the same probes)
+    obj.disf_probe_seed = 3
+    torch.testing.assert_close(obj.disf(idx), draws[3])
+
+
+def test_datamask_with_hutchinson_steps_reports_the_exact_objective(minilm_views):
+    emb = _views(minilm_views, 384)
+    cfg = {"diversity": "disf", "lam": 0.0, "steps": 6, "group_size": 8, "batch_ratio": 0.5, "history_every": 3,
+           "disf_estimator": "hutchinson", "disf_probes": 4}
+    sel = select("datamask", quality=np.zeros(len(emb)), embeddings=emb, budget=20, config=cfg, seed=0)
+    last = sel.history.iloc[-1]
+    assert last["mask"] == "returned"
+    assert last["diversity"] == pytest.approx(disf(emb, None, sel.indices), rel=1e-5)  # exact -||C||_F
+    with pytest.raises(ValueError, match="disf_estimator"):
+        parse_selection_config("datamask", {"disf_estimator": "sketch"})

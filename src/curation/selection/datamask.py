@@ -15,7 +15,8 @@ Per block of N items we learn logits L (N,). Each step:
    with the exact Plackett-Luce score function (``policy_gradient``).
 
 After E steps the final mask is sampled from softmax(L) (Algorithm 1, last
-line) or, if configured, is the top-S of L. History rows during the run
+line) or, if configured, is the top-S of L. History rows (always the exact
+objective, also when ``disf_estimator: hutchinson`` drives the steps) during the run
 evaluate the current top-S (no RNG draw, so recording never changes the run);
 the last row (``mask == "returned"``) is the value of the mask actually returned. The corpus is split into random
 blocks of ``block_size`` items with the same keep ratio (Sec. 4.3 "Splitting");
@@ -361,16 +362,24 @@ def run_block(
         return BlockResult(ids, pd.DataFrame(), {"block": block_id, "n": n, "budget": budget, "steps_run": 0})
 
     block_seed = derive_seed(seed, 10, block_id)
-    objective = Objective(
-        embeddings,
-        quality,
-        diversity=cfg.diversity,
-        lam=cfg.lam,
-        standardize=cfg.standardize,
-        scale_samples=cfg.scale_samples,
-        fl_reference_size=cfg.fl_reference_size,
-        seed=block_seed,
-    )
+    hutchinson = cfg.diversity == "disf" and cfg.disf_estimator == "hutchinson"
+
+    def make_objective(disf_probes: int) -> Objective:
+        return Objective(
+            embeddings,
+            quality,
+            diversity=cfg.diversity,
+            lam=cfg.lam,
+            standardize=cfg.standardize,
+            scale_samples=cfg.scale_samples,
+            fl_reference_size=cfg.fl_reference_size,
+            seed=block_seed,
+            disf_probes=disf_probes,
+        )
+
+    objective = make_objective(cfg.disf_probes if hutchinson else 0)
+    # the history reports the exact objective (DiSF: -||C||_F), whatever estimator the steps use
+    reported = make_objective(0) if hutchinson else objective
     needed = objective.needed_terms()
     n_b = n if cfg.batch_ratio >= 1.0 else min(n, max(2, round(cfg.batch_ratio * n)))
     s_b = min(n_b - 1, max(1, round(budget * n_b / n)))  # budget scaled by r
@@ -414,13 +423,13 @@ def run_block(
         # during the run the current top-S is evaluated (no RNG draw, so history
         # never changes the run); the final row evaluates the returned mask
         sel = (topk_indices(logits, budget) if returned is None else returned).unsqueeze(0)
-        terms = objective.terms(sel)
+        terms = reported.terms(sel)
         rows.append(
             {
                 "block": block_id,
                 "step": step,
                 "mask": "topk" if returned is None else "returned",
-                "joint": float(objective.combine(terms, budget)[0]),
+                "joint": float(reported.combine(terms, budget)[0]),
                 "quality": float(terms["quality"][0]),
                 "diversity": float(terms[cfg.diversity][0]),
                 "group_joint_mean": float(group_f.mean()) if group_f is not None else float("nan"),
@@ -447,6 +456,7 @@ def run_block(
         logits_b = logits if batch is None else logits[batch]
         order = gumbel_top_k(logits_b, s_b, cfg.group_size, gen)  # (G, S_b) ids into the batch
         idx = order if batch is None else batch[order]
+        objective.disf_probe_seed = derive_seed(block_seed, 6, step) if hutchinson else None
         f = objective.combine(objective.terms(idx, needed), s_b)  # (G,)
         grad = policy_gradient(logits_b, order, group_advantage(f))
         if batch is None:
