@@ -328,8 +328,9 @@ class _DisfScreen:
     batch. Per pick: three elementwise passes over (c, d) (y = x - mu,
     w = 1 / (alpha + y^2 / n), y * w) and two products, (pairs + 2, d) @ (d, c)
     and (m - 1, d) @ (d, c). In the float32 screen the eps^2 sum_k w_k^2 part of
-    diag2 is bounded by sum_k (eps / alpha_k)^2 (``diag2_slack``, ~1e-9) instead
-    of summed once U has a non-zero variance.
+    diag2 is summed only over the dimensions of U with a tiny variance (eps /
+    alpha_k > 1e-4: constant ones, or all while |U| = 1) and bounded by
+    sum_k (eps / alpha_k)^2 over the others (``diag2_slack``, < 1e-8 d).
     """
 
     def __init__(self, x: torch.Tensor, budget: int) -> None:
@@ -351,6 +352,7 @@ class _DisfScreen:
         self.alpha = torch.empty(d, dtype=torch.float64)
         self.m = self.pairs = 0
         self.diag2_slack = 0.0
+        self.small_var = torch.zeros(0, dtype=torch.long)
 
     def add(self, j: int) -> None:
         """Append candidate j to U."""
@@ -373,6 +375,11 @@ class _DisfScreen:
         torch.sum(b64 * b64, 0, out=self.alpha).div_(self.m).add_(DISF_EPS)  # M2 / m + eps
         self.lhs64[0] = self.alpha
         self.lhs32[0] = self.alpha
+        # eps^2 sum_k w_k^2 (in diag2) is summed over the dimensions where eps / alpha_k is not tiny
+        # (all of them while |U| = 1; then the constant ones) and bounded over the rest, w_k <= 1 / alpha_k
+        ratio = DISF_EPS / self.alpha
+        self.small_var = torch.nonzero(ratio > 1e-4).squeeze(1)
+        self.diag2_slack = float(ratio.square_()[ratio <= 1e-4].sum())
 
     def _fro2(self, prod: torch.Tensor, p: torch.Tensor, pair_weight: torch.Tensor) -> torch.Tensor:
         m, n = self.m, self.m + 1
@@ -390,12 +397,10 @@ class _DisfScreen:
         torch.addcmul(self.lhs32[0], y, y, value=1.0 / n, out=w).reciprocal_()
         prod = torch.mm(self.lhs32[:rows], w.T, out=self.prod[:rows])  # the one large product of a pick
         diag2 = self.d - 2.0 * DISF_EPS * prod[1].double()
-        if m == 1:
-            # alpha = eps: eps^2 sum w^2 is O(d), not negligible
+        if len(self.small_var) == self.d:
             diag2 += DISF_EPS**2 * torch.linalg.vector_norm(w, dim=1).double().square_()
-            self.diag2_slack = 0.0
-        else:
-            self.diag2_slack = float((DISF_EPS / self.alpha).square_().sum())
+        elif len(self.small_var):
+            diag2 += DISF_EPS**2 * w[:, self.small_var].double().square_().sum(1)
         p = torch.mm(self.b32[: m - 1], y.mul_(w).T, out=self.pbuf[: m - 1])
         return self._fro2(prod, p, self.pair_weight32), diag2
 

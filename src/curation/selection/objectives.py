@@ -107,6 +107,7 @@ class Objective:
         # probes); None: a stream seeded from `seed`
         self.disf_probe_seed: int | None = None
         self._probe_gen: torch.Generator | None = None
+        self._gather_buf: torch.Tensor | None = None
         self._stats: dict[int, dict[str, tuple[float, float]]] = {}
 
     # --- per-block precomputation (lazy: only what the asked terms need) ---
@@ -263,10 +264,16 @@ class Objective:
         out = []
         for a in range(0, g, step):
             i = idx[a : a + step]
-            x = torch.index_select(xc, 0, i.reshape(-1)).view(len(i), s, self.d)  # (g, S, d)
-            vs = probes.unsqueeze(0) * inv_sd[a : a + step].unsqueeze(2)  # (g, d, k)
-            r = torch.bmm(x, vs).sub_(torch.bmm(mu[a : a + step].unsqueeze(1), vs))  # (g, S, k)
-            cv = torch.bmm(x.transpose(1, 2), r).mul_(inv_sd[a : a + step].unsqueeze(2))  # (g, d, k), times S - 1
+            flat = i.reshape(-1)
+            if self._gather_buf is None or self._gather_buf.numel() < flat.numel() * self.d:
+                # kept across calls: a fresh (G, S, d) tensor per step costs its page faults again
+                self._gather_buf = xc.new_empty(flat.numel() * self.d)
+            x = torch.index_select(xc, 0, flat, out=self._gather_buf[: flat.numel() * self.d].view(-1, self.d))
+            x = x.view(len(i), s, self.d)  # (g, S, d)
+            # probes-major products ((k, d) @ (d, S), then (k, S) @ (S, d)): 2x faster than (S, d) @ (d, k) here
+            vs = probes.T.unsqueeze(0) * inv_sd[a : a + step].unsqueeze(1)  # (g, k, d)
+            r = torch.bmm(vs, x.transpose(1, 2)).sub_(torch.bmm(vs, mu[a : a + step].unsqueeze(2)))  # (g, k, S)
+            cv = torch.bmm(r, x).mul_(inv_sd[a : a + step].unsqueeze(1))  # (g, k, d): (C V)^T times S - 1
             out.append(cv.square_().sum((1, 2)) / (k * (s - 1) ** 2))
         return -torch.cat(out)
 
