@@ -26,8 +26,9 @@ Implementations (``GreedyConfig.impl``):
   from U's in O(d) per candidate, and ||C||_F = ||Z Z^T||_F / (n - 1) comes
   from the n x n Gram of the standardised set, whose entries for *all*
   candidates are one ((|U|-1)|U|/2 + 2, d) @ (d, b) product per pick (see
-  ``_disf_terms``), screened in float32 with the near-best candidates re-scored
-  in float64 (``_fast_disf``), so the picks are the float64 argmin.
+  ``_disf_terms``; ``_DisfScreen`` keeps U's Helmert and pair rows across
+  picks), screened in float32 with the near-best candidates re-scored in
+  float64 (``_fast_disf``), so the picks are the float64 argmin.
 """
 
 from __future__ import annotations
