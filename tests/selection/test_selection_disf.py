@@ -154,3 +154,21 @@ def test_datamask_with_hutchinson_steps_reports_the_exact_objective(minilm_views
     assert last["diversity"] == pytest.approx(disf(emb, None, sel.indices), rel=1e-5)  # exact -||C||_F
     with pytest.raises(ValueError, match="disf_estimator"):
         parse_selection_config("datamask", {"disf_estimator": "sketch"})
+
+
+def test_datamask_hutchinson_resumes_to_the_uninterrupted_selection(minilm_views, tmp_path):
+    # probes are seeded per step (and per size for the term statistics), so a run resumed from a
+    # checkpoint draws the probes the uninterrupted run drew
+    emb = _views(minilm_views, 384)
+    q = np.linspace(0.0, 15.0, len(emb))
+    cfg = {"diversity": "disf", "lam": 0.5, "standardize": True, "scale_samples": 8, "steps": 10, "group_size": 8,
+           "batch_ratio": 0.5, "disf_estimator": "hutchinson", "disf_probes": 4}
+    plain = select("datamask", quality=q, embeddings=emb, budget=20, config=cfg, seed=1)
+    ckpt = {**cfg, "checkpoint_every": 4, "checkpoint_dir": str(tmp_path)}
+    select("datamask", quality=q, embeddings=emb, budget=20, config=ckpt, seed=1)
+    (tmp_path / "block_00000.done.pt").unlink()  # as if killed after the step-8 checkpoint
+    resumed = select("datamask", quality=q, embeddings=emb, budget=20, config={**ckpt, "resume": True}, seed=1)
+    assert resumed.info["blocks"][0]["resumed_from_step"] == 8
+    np.testing.assert_array_equal(resumed.indices, plain.indices)
+    for key in ("logit_min", "logit_max", "final_entropy"):  # the same logits, not only the same picks
+        assert resumed.info["blocks"][0][key] == plain.info["blocks"][0][key]

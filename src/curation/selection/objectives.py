@@ -328,7 +328,12 @@ class Objective:
         if size not in self._stats:
             gen = torch.Generator().manual_seed(derive_seed(self.seed, 2, size))
             idx = torch.stack([torch.randperm(self.n, generator=gen)[:size] for _ in range(self.scale_samples)])
-            raw = self.terms(idx.to(self.embeddings.device))
+            # Hutchinson probes of their own, so the statistics do not depend on the step that asks first
+            probe_seed, self.disf_probe_seed = self.disf_probe_seed, derive_seed(self.seed, 7, size)
+            try:
+                raw = self.terms(idx.to(self.embeddings.device))
+            finally:
+                self.disf_probe_seed = probe_seed
             self._stats[size] = {
                 k: (float(v.double().mean()), float(v.double().std(unbiased=False))) for k, v in raw.items()
             }
