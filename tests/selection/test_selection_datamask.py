@@ -226,3 +226,18 @@ def test_resume_refuses_a_different_config(tmp_path):
     select("datamask", quality=q, embeddings=emb, budget=10, config=cfg, seed=0)
     with pytest.raises(ValueError, match="'lr'"):
         select("datamask", quality=q, embeddings=emb, budget=10, config={**cfg, "lr": 1.0, "resume": True}, seed=0)
+
+
+@pytest.mark.parametrize("spread", [0.0, 3.0, 60.0])
+def test_race_filter_returns_the_full_top_k_orderings(spread):
+    # gumbel_top_k on CPU (k < n / 4) only computes the keys of the race's first ~k + 6 sqrt(k)
+    # arrivals; the ordering must be the one a top-k over all n keys of the same uniforms gives
+    # (same key values in the same order; equal keys may come in either order)
+    logits = torch.randn(2000, generator=torch.Generator().manual_seed(5), dtype=torch.float64) * spread
+    order = gumbel_top_k(logits, 100, 64, torch.Generator().manual_seed(7))
+    lg = logits.float()
+    u = torch.rand((64, 2000), generator=torch.Generator().manual_seed(7))
+    keys = u.clamp_min(torch.finfo(torch.float32).tiny).log().mul(torch.exp((lg.max() - lg).clamp_max(80.0)))
+    full = torch.topk(keys, 100, dim=1, sorted=True).indices
+    assert torch.equal(keys.gather(1, order), keys.gather(1, full))
+    assert all(len(set(row)) == 100 for row in order.tolist())

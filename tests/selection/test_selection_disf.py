@@ -96,17 +96,79 @@ def test_official_is_refused_outside_pure_disf():
 @pytest.mark.parametrize("dim", [384, 768])
 def test_float32_screen_error_is_far_inside_its_bound(minilm_views, dim):
     # _fast_disf re-scores in float64 every candidate within _SCREEN_REL of the best;
-    # that is exact only if the float32 error stays below the bound, with margin
-    from curation.selection.greedy import _SCREEN_REL, _disf_terms
+    # that is exact only if the incremental float32 screen's error stays below the bound,
+    # with margin, and its float64 re-score equals the from-scratch closed form
+    from curation.selection.greedy import _SCREEN_REL, _disf_terms, _DisfScreen
 
-    x = torch.tensor(_views(minilm_views, dim), dtype=torch.float64)
-    for picks in ([3], [3, 50, 97], list(range(0, 120, 8))):
+    x32 = torch.tensor(_views(minilm_views, dim))
+    x = x32.double()
+    screen = _DisfScreen(x32, 16)
+    picks = []
+    for j in [3, 50, 97, *range(0, 120, 8)][:15]:
+        if j in picks:
+            continue
+        picks.append(j)
+        screen.add(j)
+        if len(picks) not in (1, 3, 14):
+            continue
         f64, d64 = _disf_terms(x, x[picks])
-        f32, d32 = _disf_terms(x.float(), x[picks].float())
+        f32, d32 = screen.scores()
         cand = torch.ones(len(x), dtype=torch.bool)
         cand[picks] = False  # a pick is never its own candidate (a duplicate row has zero variance)
-        rel = (f32.double() - f64).abs()[cand] / f64[cand]
+        rel = (f32 - f64).abs()[cand] / f64[cand]
         assert float(rel.max()) < _SCREEN_REL / 10
-        assert float((d32.double() - d64).abs()[cand].max()) < 1e-3
+        assert float((d32 - d64).abs()[cand].max()) < 1e-3 + screen.diag2_slack
+        fe, de = screen.exact(torch.nonzero(cand).squeeze(1))
+        assert torch.allclose(fe, f64[cand], rtol=1e-10) and torch.allclose(de, d64[cand], rtol=1e-12)
         off = disf_offdiag_all(x, picks)
         assert torch.allclose(f64 - d64, off, rtol=1e-12)
+
+
+def test_hutchinson_estimate_is_unbiased_for_the_squared_norm(minilm_views):
+    # DataMask's disf_estimator=hutchinson: the mean of the estimates of -||C(U)||_F^2 over
+    # independent probe draws equals the exact value (within 4 standard errors), on real embeddings
+    emb = torch.tensor(_views(minilm_views, 384), dtype=torch.float64)
+    idx = torch.stack([torch.arange(0, 80, 2), torch.arange(1, 121, 3)])  # two sets of 40
+    exact = Objective(emb, torch.zeros(len(emb)), diversity="disf").disf(idx).square() * -1
+    obj = Objective(emb, torch.zeros(len(emb)), diversity="disf", disf_probes=32)
+    draws = []
+    for i in range(60):
+        obj.disf_probe_seed = i
+        draws.append(obj.disf(idx))
+    draws = torch.stack(draws)  # (60, 2)
+    se = draws.std(0) / np.sqrt(len(draws))
+    assert torch.all((draws.mean(0) - exact).abs() < 4 * se)
+    assert torch.all(se < 0.02 * exact.abs())  # and the estimate is informative at 32 probes
+    # the same probe seed gives the same estimate (a resumed DataMask run redraws the same probes)
+    obj.disf_probe_seed = 3
+    torch.testing.assert_close(obj.disf(idx), draws[3])
+
+
+def test_datamask_with_hutchinson_steps_reports_the_exact_objective(minilm_views):
+    emb = _views(minilm_views, 384)
+    cfg = {"diversity": "disf", "lam": 0.0, "steps": 6, "group_size": 8, "batch_ratio": 0.5, "history_every": 3,
+           "disf_estimator": "hutchinson", "disf_probes": 4}
+    sel = select("datamask", quality=np.zeros(len(emb)), embeddings=emb, budget=20, config=cfg, seed=0)
+    last = sel.history.iloc[-1]
+    assert last["mask"] == "returned"
+    assert last["diversity"] == pytest.approx(disf(emb, None, sel.indices), rel=1e-5)  # exact -||C||_F
+    with pytest.raises(ValueError, match="disf_estimator"):
+        parse_selection_config("datamask", {"disf_estimator": "sketch"})
+
+
+def test_datamask_hutchinson_resumes_to_the_uninterrupted_selection(minilm_views, tmp_path):
+    # probes are seeded per step (and per size for the term statistics), so a run resumed from a
+    # checkpoint draws the probes the uninterrupted run drew
+    emb = _views(minilm_views, 384)
+    q = np.linspace(0.0, 15.0, len(emb))
+    cfg = {"diversity": "disf", "lam": 0.5, "standardize": True, "scale_samples": 8, "steps": 10, "group_size": 8,
+           "batch_ratio": 0.5, "disf_estimator": "hutchinson", "disf_probes": 4}
+    plain = select("datamask", quality=q, embeddings=emb, budget=20, config=cfg, seed=1)
+    ckpt = {**cfg, "checkpoint_every": 4, "checkpoint_dir": str(tmp_path)}
+    select("datamask", quality=q, embeddings=emb, budget=20, config=ckpt, seed=1)
+    (tmp_path / "block_00000.done.pt").unlink()  # as if killed after the step-8 checkpoint
+    resumed = select("datamask", quality=q, embeddings=emb, budget=20, config={**ckpt, "resume": True}, seed=1)
+    assert resumed.info["blocks"][0]["resumed_from_step"] == 8
+    np.testing.assert_array_equal(resumed.indices, plain.indices)
+    for key in ("logit_min", "logit_max", "final_entropy"):  # the same logits, not only the same picks
+        assert resumed.info["blocks"][0][key] == plain.info["blocks"][0][key]

@@ -128,7 +128,12 @@ def select(
         )
         extra["device"] = str(device)
     elif isinstance(cfg, GreedyConfig):
-        obj = _objective(emb, q, cfg, seed, "cpu", torch.float64)
+        # pure per-set DiSF (fast / official, lam 0) reads the features in their own precision (float32
+        # screen, float64 re-score of a few rows): no float64 copy of the whole (N, d) input. With lam > 0
+        # the quality term stays float64 (Objective casts quality to the features' dtype).
+        own = (cfg.diversity == "disf" and cfg.impl != "reference" and cfg.lam == 0.0
+               and emb.dtype in (np.float32, np.float64))
+        obj = _objective(emb, q, cfg, seed, "cpu", torch.from_numpy(emb[:0]).dtype if own else torch.float64)
         local, history, extra = select_greedy(obj, budget, cfg, seed=seed, progress=progress)
     elif isinstance(cfg, DvrlConfig):
         obj = _objective(emb, q, cfg, seed, resolve_device(cfg.device), torch.float32)

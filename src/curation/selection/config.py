@@ -120,11 +120,18 @@ class DataMaskConfig(ObjectiveConfig):
     device: str = "cpu"
     # Blocks run at once on the sharded path, each in its own process (or Ray task; one per GPU).
     block_workers: int = 1
+    # diversity=disf in a step: "exact" -||C(U)||_F, or "hutchinson": -||C(U)||_F^2 estimated without
+    # bias from disf_probes Rademacher probes shared by the step's G masks (see Objective.disf_hutchinson).
+    disf_estimator: str = "exact"
+    disf_probes: int = 8
 
     def validate(self) -> None:
         super().validate()
         _require(self.block_workers >= 1, "block_workers", f"must be >= 1, got {self.block_workers}")
         _require(self.group_size >= 2, "group_size", f"G must be >= 2, got {self.group_size}")
+        _require(self.disf_estimator in ("exact", "hutchinson"), "disf_estimator",
+                 f"must be 'exact' or 'hutchinson', got {self.disf_estimator!r}")
+        _require(self.disf_probes >= 1, "disf_probes", f"must be >= 1, got {self.disf_probes}")
         _require(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
         _require(self.steps >= 0, "steps", f"must be >= 0, got {self.steps}")
         _require(0.0 < self.batch_ratio <= 1.0, "batch_ratio", f"must be in (0, 1], got {self.batch_ratio}")

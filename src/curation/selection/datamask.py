@@ -15,7 +15,8 @@ Per block of N items we learn logits L (N,). Each step:
    with the exact Plackett-Luce score function (``policy_gradient``).
 
 After E steps the final mask is sampled from softmax(L) (Algorithm 1, last
-line) or, if configured, is the top-S of L. History rows during the run
+line) or, if configured, is the top-S of L. History rows (always the exact
+objective, also when ``disf_estimator: hutchinson`` drives the steps) during the run
 evaluate the current top-S (no RNG draw, so recording never changes the run);
 the last row (``mask == "returned"``) is the value of the mask actually returned. The corpus is split into random
 blocks of ``block_size`` items with the same keep ratio (Sec. 4.3 "Splitting");
@@ -64,12 +65,76 @@ def gumbel_top_k(logits: torch.Tensor, k: int, g: int, generator: torch.Generato
     capped at e^80 (items more than 80 nats below the best have draw probability
     < 1e-34 either way); U = 0 (probability 2^-24) is clamped to the smallest
     float32. Returns the item ids in draw order, shape (g, k).
+
+    On CPU with k < n / 4 the k winners are found without a top-k over all n
+    keys (``_race_winners``); the result is the same ordering.
     """
     lg = logits.float()
+    n = lg.shape[0]
     inv_w = torch.exp((lg.max() - lg).clamp_max(80.0))  # (n,)
-    keys = torch.rand((g, lg.shape[0]), dtype=torch.float32, device=lg.device, generator=generator)
-    keys.clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w)
+    u = torch.rand((g, n), dtype=torch.float32, device=lg.device, generator=generator)
+    if lg.device.type == "cpu" and 4 * k < n and n < (1 << 20) and g < (1 << 12):
+        return _race_winners(u, inv_w, k)
+    keys = u.clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w)
     return torch.topk(keys, k, dim=1, sorted=True).indices
+
+
+def _race_threshold(inv_w: torch.Tensor, target: float) -> float:
+    """A time t of the exponential race at which sum_i P(E_i inv_w_i < t) ~ target (within 2x).
+
+    P(E_i inv_w_i < t) = 1 - exp(-t / inv_w_i) <= t / inv_w_i, so t >= target / sum(1 / inv_w);
+    bisection in log t, at most 9 halvings of a 100-nat interval.
+    """
+    p = inv_w.double().reciprocal_()
+    lo = float(np.log(target / float(p.sum())))
+    hi = lo + 100.0
+    while hi - lo > 0.3:
+        mid = 0.5 * (lo + hi)
+        if float((-torch.expm1(-np.exp(mid) * p)).sum()) < target:
+            lo = mid
+        else:
+            hi = mid
+    return float(np.exp(hi))
+
+
+def _race_winners(u: torch.Tensor, inv_w: torch.Tensor, k: int) -> torch.Tensor:
+    """The k first arrivals of the race per row, in arrival order, from uniforms u (g, n).
+
+    Item i arrives before time t iff E_i inv_w_i < t iff U_i > exp(-t / inv_w_i),
+    so one comparison of u against a per-item cut keeps the items of the race's
+    first ~k + 6 sqrt(k) + 16 arrivals (t chosen so that is their expected
+    number; the count is a sum of independent Bernoullis, variance <= mean).
+    Only their arrival times E_i inv_w_i are computed (the same float32
+    -log(U) * inv_w as the full path's keys); each is packed with its row and
+    item id into one int64 (row | time bits | id: non-negative float32 bits
+    order like the floats), so one flat sort orders every row by arrival, ties
+    to the lower id. A row whose kept set might not hold its k first arrivals
+    (fewer than k kept, or the k-th arrival within 1e-4 of the cut: float
+    rounding) is redone with a top-k over all its keys, so the result is exact.
+    """
+    g, n = u.shape
+    target = min(float(n), k + 6.0 * np.sqrt(k) + 16.0)
+    t = _race_threshold(inv_w, target)
+    kept = u > torch.exp(-t / inv_w.double()).float()
+    flat = torch.from_numpy(np.flatnonzero(kept.numpy()))  # row-major; 4x torch.nonzero's speed here
+    rows = flat // n
+    cols = flat - rows * n
+    arrival = u.view(-1)[flat].clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w[cols]).abs_()
+    packed = (rows << 51) | (arrival.view(torch.int32).long() << 20) | cols
+    if len(packed) < k:  # (practically never: the expected count is k + 6 sqrt(k) + 16 per row)
+        return torch.topk(u.clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w), k, dim=1).indices
+    packed = torch.sort(packed).values
+    bounds = torch.searchsorted(packed, torch.arange(g + 1, dtype=torch.int64) << 51)  # row segments
+    counts = bounds[1:] - bounds[:-1]
+    start = bounds[:-1].clamp_max(len(packed) - k)
+    top = packed[start.unsqueeze(1) + torch.arange(k)]  # (g, k)
+    order = top & ((1 << 20) - 1)
+    last = ((top[:, -1] >> 20) & 0x7FFFFFFF).int().view(torch.float32)  # k-th arrival time per row
+    redo = torch.nonzero((counts < k) | (last >= t * (1.0 - 1e-4))).squeeze(1)
+    if len(redo):
+        keys = u[redo].clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w)
+        order[redo] = torch.topk(keys, k, dim=1, sorted=True).indices
+    return order
 
 
 def plackett_luce_log_prob(logits: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
@@ -297,16 +362,24 @@ def run_block(
         return BlockResult(ids, pd.DataFrame(), {"block": block_id, "n": n, "budget": budget, "steps_run": 0})
 
     block_seed = derive_seed(seed, 10, block_id)
-    objective = Objective(
-        embeddings,
-        quality,
-        diversity=cfg.diversity,
-        lam=cfg.lam,
-        standardize=cfg.standardize,
-        scale_samples=cfg.scale_samples,
-        fl_reference_size=cfg.fl_reference_size,
-        seed=block_seed,
-    )
+    hutchinson = cfg.diversity == "disf" and cfg.disf_estimator == "hutchinson"
+
+    def make_objective(disf_probes: int) -> Objective:
+        return Objective(
+            embeddings,
+            quality,
+            diversity=cfg.diversity,
+            lam=cfg.lam,
+            standardize=cfg.standardize,
+            scale_samples=cfg.scale_samples,
+            fl_reference_size=cfg.fl_reference_size,
+            seed=block_seed,
+            disf_probes=disf_probes,
+        )
+
+    objective = make_objective(cfg.disf_probes if hutchinson else 0)
+    # the history reports the exact objective (DiSF: -||C||_F), whatever estimator the steps use
+    reported = make_objective(0) if hutchinson else objective
     needed = objective.needed_terms()
     n_b = n if cfg.batch_ratio >= 1.0 else min(n, max(2, round(cfg.batch_ratio * n)))
     s_b = min(n_b - 1, max(1, round(budget * n_b / n)))  # budget scaled by r
@@ -350,13 +423,13 @@ def run_block(
         # during the run the current top-S is evaluated (no RNG draw, so history
         # never changes the run); the final row evaluates the returned mask
         sel = (topk_indices(logits, budget) if returned is None else returned).unsqueeze(0)
-        terms = objective.terms(sel)
+        terms = reported.terms(sel)
         rows.append(
             {
                 "block": block_id,
                 "step": step,
                 "mask": "topk" if returned is None else "returned",
-                "joint": float(objective.combine(terms, budget)[0]),
+                "joint": float(reported.combine(terms, budget)[0]),
                 "quality": float(terms["quality"][0]),
                 "diversity": float(terms[cfg.diversity][0]),
                 "group_joint_mean": float(group_f.mean()) if group_f is not None else float("nan"),
@@ -383,6 +456,7 @@ def run_block(
         logits_b = logits if batch is None else logits[batch]
         order = gumbel_top_k(logits_b, s_b, cfg.group_size, gen)  # (G, S_b) ids into the batch
         idx = order if batch is None else batch[order]
+        objective.disf_probe_seed = derive_seed(block_seed, 6, step) if hutchinson else None
         f = objective.combine(objective.terms(idx, needed), s_b)  # (G,)
         grad = policy_gradient(logits_b, order, group_advantage(f))
         if batch is None:

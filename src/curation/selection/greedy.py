@@ -26,8 +26,9 @@ Implementations (``GreedyConfig.impl``):
   from U's in O(d) per candidate, and ||C||_F = ||Z Z^T||_F / (n - 1) comes
   from the n x n Gram of the standardised set, whose entries for *all*
   candidates are one ((|U|-1)|U|/2 + 2, d) @ (d, b) product per pick (see
-  ``_disf_terms``), screened in float32 with the near-best candidates re-scored
-  in float64 (``_fast_disf``), so the picks are the float64 argmin.
+  ``_disf_terms``; ``_DisfScreen`` keeps U's Helmert and pair rows across
+  picks), screened in float32 with the near-best candidates re-scored in
+  float64 (``_fast_disf``), so the picks are the float64 argmin.
 """
 
 from __future__ import annotations
@@ -316,8 +317,107 @@ def disf_offdiag_all(x: torch.Tensor, picks: list[int]) -> torch.Tensor:
 _SCREEN_REL = 1e-4
 
 
+class _DisfScreen:
+    """(fro2, diag2) of U + {c} for every candidate c of a batch, the closed form of ``_disf_terms``.
+
+    The per-pick work is cut to what changes: the Helmert rows B of U gain one
+    row per pick (row i - 1 = (sum_{j<i} x_j - i x_i) / sqrt(i (i + 1)) depends
+    only on the first i + 1 picks), so the pair rows b_a * b_b of the big
+    product are appended, never rebuilt; U's sum, B and the pair rows are formed
+    in float64 and kept in float64 (for ``exact``) and float32 (for ``scores``);
+    the (c, d) work arrays and the products' outputs are allocated once per
+    batch. Per pick: three elementwise passes over (c, d) (y = x - mu,
+    w = 1 / (alpha + y^2 / n), y * w) and two products, (pairs + 2, d) @ (d, c)
+    and (m - 1, d) @ (d, c). In the float32 screen the eps^2 sum_k w_k^2 part of
+    diag2 is summed only over the dimensions of U with a tiny variance (eps /
+    alpha_k > 1e-4: constant ones, or all while |U| = 1) and bounded by
+    sum_k (eps / alpha_k)^2 over the others (``diag2_slack``, < 1e-8 d).
+    """
+
+    def __init__(self, x: torch.Tensor, budget: int) -> None:
+        c, d = x.shape
+        self.rows = x  # the input precision, for the float64 re-score (no (c, d) float64 copy)
+        self.x, self.d = x.float().contiguous(), d
+        self.y, self.w = torch.empty_like(self.x), torch.empty_like(self.x)
+        rows = max(budget - 2, 1)  # Helmert rows of the largest scored U (budget - 1 picks)
+        pairs = rows * (rows + 1) // 2
+        self.b64 = torch.zeros((rows, d), dtype=torch.float64)
+        self.lhs64 = torch.empty((pairs + 2, d), dtype=torch.float64)  # alpha, ones, then the pairs
+        self.lhs64[1] = 1.0
+        self.pair_weight64 = torch.empty(pairs, dtype=torch.float64)  # 1 diagonal, 2 off
+        self.b32, self.lhs32 = self.b64.float(), self.lhs64.float()
+        self.pair_weight32 = self.pair_weight64.float()
+        self.prod = torch.empty((pairs + 2, c), dtype=torch.float32)
+        self.pbuf = torch.empty((rows, c), dtype=torch.float32)
+        self.sum = torch.zeros(d, dtype=torch.float64)
+        self.alpha = torch.empty(d, dtype=torch.float64)
+        self.m = self.pairs = 0
+        self.diag2_slack = 0.0
+        self.small_var = torch.zeros(0, dtype=torch.long)
+
+    def add(self, j: int) -> None:
+        """Append candidate j to U."""
+        row = self.rows[j].double()
+        i = self.m
+        if i >= 1:
+            b = (self.sum - i * row) / np.sqrt(i * (i + 1))
+            self.b64[i - 1] = b
+            self.b32[i - 1] = b
+            new = slice(2 + self.pairs, 2 + self.pairs + i)
+            torch.mul(self.b64[:i], b, out=self.lhs64[new])
+            self.lhs32[new] = self.lhs64[new]
+            self.pair_weight64[self.pairs : self.pairs + i] = 2.0
+            self.pair_weight64[self.pairs + i - 1] = 1.0
+            self.pair_weight32[self.pairs : self.pairs + i] = self.pair_weight64[self.pairs : self.pairs + i]
+            self.pairs += i
+        self.sum += row
+        self.m += 1
+        b64 = self.b64[: self.m - 1]
+        torch.sum(b64 * b64, 0, out=self.alpha).div_(self.m).add_(DISF_EPS)  # M2 / m + eps
+        self.lhs64[0] = self.alpha
+        self.lhs32[0] = self.alpha
+        # eps^2 sum_k w_k^2 (in diag2) is summed over the dimensions where eps / alpha_k is not tiny
+        # (all of them while |U| = 1; then the constant ones) and bounded over the rest, w_k <= 1 / alpha_k
+        ratio = DISF_EPS / self.alpha
+        self.small_var = torch.nonzero(ratio > 1e-4).squeeze(1)
+        self.diag2_slack = float(ratio.square_()[ratio <= 1e-4].sum())
+
+    def _fro2(self, prod: torch.Tensor, p: torch.Tensor, pair_weight: torch.Tensor) -> torch.Tensor:
+        m, n = self.m, self.m + 1
+        q = (self.d - prod[0].double()).div_(n)
+        a2 = (pair_weight[: self.pairs] @ prod[2 : self.pairs + 2].square_()).double()  # ||A||_F^2
+        p2 = p.square_().sum(0).double().div_(n * n)  # ||p||^2
+        q2 = q.square_()
+        return (a2 + (2.0 * m + 2.0 * m * m) * p2 + (m * m + 2.0 * m**3 + m**4) * q2).div_(m * m)
+
+    def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """float32 screen: (fro2, diag2), returned as float64 (c,), for every candidate; |U| = m >= 1."""
+        m, n, rows = self.m, self.m + 1, self.pairs + 2
+        y, w = self.y, self.w
+        torch.sub(self.x, (self.sum / m).float(), out=y)
+        torch.addcmul(self.lhs32[0], y, y, value=1.0 / n, out=w).reciprocal_()
+        prod = torch.mm(self.lhs32[:rows], w.T, out=self.prod[:rows])  # the one large product of a pick
+        diag2 = self.d - 2.0 * DISF_EPS * prod[1].double()
+        if len(self.small_var) == self.d:
+            diag2 += DISF_EPS**2 * torch.linalg.vector_norm(w, dim=1).double().square_()
+        elif len(self.small_var):
+            diag2 += DISF_EPS**2 * w[:, self.small_var].double().square_().sum(1)
+        p = torch.mm(self.b32[: m - 1], y.mul_(w).T, out=self.pbuf[: m - 1])
+        return self._fro2(prod, p, self.pair_weight32), diag2
+
+    def exact(self, cand: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """float64 (fro2, diag2) of the candidates at positions `cand` (all terms, no bound)."""
+        m, n, rows = self.m, self.m + 1, self.pairs + 2
+        y = self.rows[cand].double() - self.sum / m
+        w = torch.addcmul(self.alpha, y, y, value=1.0 / n).reciprocal_()
+        prod = self.lhs64[:rows] @ w.T
+        diag2 = self.d - 2.0 * DISF_EPS * prod[1] + DISF_EPS**2 * (w * w).sum(1)
+        p = self.b64[: m - 1] @ y.mul_(w).T
+        return self._fro2(prod, p, self.pair_weight64), diag2
+
+
 def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
-    """Same picks as ``_official_disf`` (lam = 0) / ``reference`` (lam > 0) via ``_disf_terms``.
+    """Same picks as ``_official_disf`` (lam = 0) / ``reference`` (lam > 0) via ``_DisfScreen``.
 
     Every candidate is scored in float32 (one batched product per pick); every
     candidate whose score could still be the best within the float32 error bound
@@ -326,17 +426,15 @@ def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
     criterion (the off-diagonal sum fro2 - diag2); lam > 0 by Eq. 12 with the
     ``disf`` term -||C||_F = -sqrt(fro2).
     """
-    x64 = batch.obj.embeddings[batch.pool].double()
-    x32 = x64.float()
-    work = (torch.empty_like(x32), torch.empty_like(x32))
-    batch.take(_first(batch, first))
+    screen = _DisfScreen(batch.obj.embeddings[batch.pool], batch.budget)
+    j = _first(batch, first)
+    batch.take(j)
+    screen.add(j)
     for k in range(1, batch.budget):
-        xs64 = x64[torch.tensor(batch.picks, dtype=torch.long)]
-        fro2, diag2 = _disf_terms(x32, xs64.float(), work)
-        fro2, diag2 = fro2.double(), diag2.double()
+        fro2, diag2 = screen.scores()
         if batch.w_q == 0:
             score = diag2 - fro2
-            err = _SCREEN_REL * (fro2 + diag2)
+            err = _SCREEN_REL * (fro2 + diag2) + screen.diag2_slack
         else:
             root = fro2.clamp_min(0.0).sqrt_()
             score = batch.quality_part(k) - batch.w_d * root
@@ -346,15 +444,18 @@ def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
         near = torch.nonzero(score + err >= floor).squeeze(1)  # ascending positions
         batch.evaluations += batch.c - k
         if len(near) == 1:
-            batch.take(int(near[0]))
-            continue
-        batch.rescored += len(near)
-        fro2, diag2 = _disf_terms(x64[near], xs64)
-        if batch.w_q == 0:
-            exact = diag2 - fro2
+            j = int(near[0])
         else:
-            exact = batch.quality_part(k)[near] - batch.w_d * torch.sqrt(fro2)
-        batch.take(int(near[int(torch.argmax(exact))]))
+            batch.rescored += len(near)
+            fro2, diag2 = screen.exact(near)
+            if batch.w_q == 0:
+                exact = diag2 - fro2
+            else:
+                exact = batch.quality_part(k)[near] - batch.w_d * torch.sqrt(fro2)
+            j = int(near[int(torch.argmax(exact))])
+        batch.take(j)
+        if k + 1 < batch.budget:
+            screen.add(j)
 
 
 _FAST = {

@@ -87,6 +87,7 @@ class Objective:
         scale_samples: int = 64,
         fl_reference_size: int = 1024,
         seed: int = 0,
+        disf_probes: int = 0,
     ) -> None:
         if diversity not in DIVERSITIES:
             raise ValueError(f"diversity must be one of {DIVERSITIES}, got {diversity!r}")
@@ -99,6 +100,14 @@ class Objective:
         self.scale_samples = scale_samples
         self.fl_reference_size = fl_reference_size
         self.seed = seed
+        # > 0: the "disf" term is -||C||_F^2 estimated with this many Hutchinson probes
+        # (``disf_hutchinson``); 0: the exact -||C||_F
+        self.disf_probes = int(disf_probes)
+        # seed of the next call's probes (set per DataMask step, so a resumed run draws the same
+        # probes); None: a stream seeded from `seed`
+        self.disf_probe_seed: int | None = None
+        self._probe_gen: torch.Generator | None = None
+        self._gather_buf: torch.Tensor | None = None
         self._stats: dict[int, dict[str, tuple[float, float]]] = {}
 
     # --- per-block precomputation (lazy: only what the asked terms need) ---
@@ -128,6 +137,12 @@ class Objective:
         if self.n * r > _MAX_REFERENCE_SIMS:
             return None
         return (self.unit @ self.reference.T).contiguous()
+
+    @functools.cached_property
+    def _centered(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Features minus the block mean, and their squares (N, d) each: ``disf_hutchinson``'s bag sums."""
+        xc = self.embeddings - self.embeddings.mean(0)
+        return xc, xc * xc
 
     @functools.cached_property
     def unit_mean(self) -> torch.Tensor:
@@ -193,13 +208,16 @@ class Objective:
         except at eps-level near-ties (the greedy uses the official form).
 
         Cost: exact, O(G S d min(S, d)) per batch of G sets. In a DataMask step
-        (N = 100k, d = 384, G = 128, S_b = 500) that is 42x the PWS step
-        (benchmarks/selection/bench_datamask_step.py); an unbiased Hutchinson
-        estimate of ||C||_F^2 would cost O(G S d k) for k probes but is not used.
+        (N = 100k, d = 384, G = 128, S_b = 500) that is ~35x the PWS step
+        (benchmarks/selection/bench_datamask_step.py); with ``disf_probes`` > 0
+        the term is the unbiased Hutchinson estimate of -||C||_F^2 instead
+        (``disf_hutchinson``, O(G S d k) for k probes).
         """
         g, s = idx.shape
         if s < 2:
             raise ValueError(f"disf needs sets of >= 2 items (per-set variance), got sets of {s}")
+        if self.disf_probes > 0:
+            return self.disf_hutchinson(idx)
         per_mask = s * (s + 2 * self.d) if s < self.d else 2 * s * self.d + self.d * self.d
         step = _chunk_len(per_mask)
         out = []
@@ -211,6 +229,53 @@ class Objective:
             m = z @ z.transpose(1, 2) if s < self.d else z.transpose(1, 2) @ z  # (g, S, S) or (g, d, d)
             out.append(torch.linalg.matrix_norm(m, ord="fro"))
         return -torch.cat(out) / (s - 1)
+
+    def disf_hutchinson(self, idx: torch.Tensor) -> torch.Tensor:
+        """-||C(U)||_F^2 per set, estimated without bias with k = ``disf_probes`` Rademacher probes.
+
+        ||C||_F^2 = tr(C^2) = E_v ||C v||^2 for v with E[v v^T] = I (Hutchinson), and
+        with Z = (X_U - 1 mu^T) diag(1/s) (DiSF Eq. 3-4, s = sqrt(var + eps)):
+        C V = diag(1/s) X_U^T r / (|U| - 1), r = X_U (V / s) - 1 mu^T (V / s),
+        since 1^T r = 0. So a set costs two (|U| x d) @ (d x k) products instead of
+        its (|U| x |U|) Gram; the k probes are shared by all sets of a call (common
+        random numbers: the group-relative advantages of Eq. 10 compare sets under
+        the same probes). Note the term is the *square* -||C||_F^2 (the expectation
+        of a square root of an unbiased estimate is biased); it orders sets exactly
+        as -||C||_F does, but Eq. 12 with lam > 0 weighs it on another scale.
+        """
+        g, s = idx.shape
+        if self.disf_probe_seed is not None:
+            gen = torch.Generator(device=self.embeddings.device).manual_seed(self.disf_probe_seed)
+        else:
+            if self._probe_gen is None:
+                self._probe_gen = torch.Generator(device=self.embeddings.device).manual_seed(derive_seed(self.seed, 6))
+            gen = self._probe_gen
+        k = self.disf_probes
+        probes = torch.randint(0, 2, (self.d, k), generator=gen, device=self.embeddings.device)
+        probes = probes.to(self.embeddings.dtype).mul_(2.0).sub_(1.0)  # Rademacher
+        xc, xc2 = self._centered
+        # per-set mean and unbiased variance from two bag sums (no (G, S, d) pass); features
+        # centred on the block mean first, so the sum-of-squares form does not cancel
+        s1 = F.embedding_bag(idx, xc, mode="sum")  # (G, d)
+        var = F.embedding_bag(idx, xc2, mode="sum").sub_(s1 * s1 / s).div_(s - 1).clamp_min_(0.0)
+        inv_sd = torch.rsqrt(var.add_(DISF_EPS))  # (G, d)
+        mu = s1.div_(s)
+        step = _chunk_len(s * (self.d + 2 * k) + self.d * k)
+        out = []
+        for a in range(0, g, step):
+            i = idx[a : a + step]
+            flat = i.reshape(-1)
+            if self._gather_buf is None or self._gather_buf.numel() < flat.numel() * self.d:
+                # kept across calls: a fresh (G, S, d) tensor per step costs its page faults again
+                self._gather_buf = xc.new_empty(flat.numel() * self.d)
+            x = torch.index_select(xc, 0, flat, out=self._gather_buf[: flat.numel() * self.d].view(-1, self.d))
+            x = x.view(len(i), s, self.d)  # (g, S, d)
+            # probes-major products ((k, d) @ (d, S), then (k, S) @ (S, d)): 2x faster than (S, d) @ (d, k) here
+            vs = probes.T.unsqueeze(0) * inv_sd[a : a + step].unsqueeze(1)  # (g, k, d)
+            r = torch.bmm(vs, x.transpose(1, 2)).sub_(torch.bmm(vs, mu[a : a + step].unsqueeze(2)))  # (g, k, S)
+            cv = torch.bmm(r, x).mul_(inv_sd[a : a + step].unsqueeze(1))  # (g, k, d): (C V)^T times S - 1
+            out.append(cv.square_().sum((1, 2)) / (k * (s - 1) ** 2))
+        return -torch.cat(out)
 
     def disf_block(self, idx: torch.Tensor) -> torch.Tensor:
         """A block-standardised variant of DiSF (not the paper's): -|| 1/(N-1) sum_{i in U} z_i^T z_i ||_F.
@@ -263,7 +328,12 @@ class Objective:
         if size not in self._stats:
             gen = torch.Generator().manual_seed(derive_seed(self.seed, 2, size))
             idx = torch.stack([torch.randperm(self.n, generator=gen)[:size] for _ in range(self.scale_samples)])
-            raw = self.terms(idx.to(self.embeddings.device))
+            # Hutchinson probes of their own, so the statistics do not depend on the step that asks first
+            probe_seed, self.disf_probe_seed = self.disf_probe_seed, derive_seed(self.seed, 7, size)
+            try:
+                raw = self.terms(idx.to(self.embeddings.device))
+            finally:
+                self.disf_probe_seed = probe_seed
             self._stats[size] = {
                 k: (float(v.double().mean()), float(v.double().std(unbiased=False))) for k, v in raw.items()
             }
