@@ -44,9 +44,7 @@ def _write_inputs(project: Path, documents: pd.DataFrame, scores: pd.DataFrame) 
     from curation.datasets import ShardedDataset
 
     ShardedDataset(path=str(project / "data" / "02_intermediate" / "default" / "documents")).save(documents)
-    path = project / "data" / "04_feature" / "default" / "scores.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scores.to_parquet(path, index=False)
+    ShardedDataset(path=str(project / "data" / "04_feature" / "default" / "scores")).save(scores)
 
 
 def test_proxy_jobs_then_a_killed_and_resumed_metarater_run(project, documents, scores, monkeypatch):

@@ -73,7 +73,7 @@ def test_pretrain_on_the_selection_then_evaluate_the_latest_checkpoint(lm_projec
     assert run["metrics.train_tokens_per_s"] > 0 and run["metrics.train_tokens"] == 6 * 4 * 32
 
     # the tokenize node: every selected document packed, one EOS after each
-    selected = pd.read_parquet(project / "data/07_model_output/default/selected_documents.parquet")
+    selected = pd.read_parquet(project / "data/07_model_output/default/selected_documents/shards")
     index = json.loads((project / "data/05_model_input/default/lm_tokens/index.json").read_text())
     tokens = np.fromfile(project / "data/05_model_input/default/lm_tokens/tokens.bin", dtype=index["dtype"])
     assert index["n_docs"] == len(selected) == int((tokens == index["eos_id"]).sum()) and tokens[-1] == index["eos_id"]
@@ -127,7 +127,7 @@ def test_verification_compares_two_selections_against_the_default_only_annealing
     assert [s for s, _ in _history(run["run_id"], "base_loss")] == [1, 2, 3, 4, 5, 6, 7, 8]  # 1024 / (4 x 32)
     assert len(_history(run["run_id"], "selection_r0.50_loss")) == 4
     candidates = pd.read_parquet(project / "data/05_model_input/default/verification_candidates.parquet")
-    selected = pd.read_parquet(project / "data/07_model_output/default/selected_documents.parquet")
+    selected = pd.read_parquet(project / "data/07_model_output/default/selected_documents/shards")
     assert set(candidates.loc[candidates["candidate"] == "selection", "id"]) == set(selected["id"])
     assert (candidates["candidate"] == "default_mix").sum() == 40
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run["run_id"], "tables")}
@@ -148,7 +148,7 @@ def test_table2_sweep_writes_the_table_from_mlflow_runs(lm_project):
     cells = runs[runs["tags.kedro.pipelines"] == "table2"]
     assert sorted(cells["params.table2.corpus"]) == ["edu", "raw"] and (cells["status"] == "FINISHED").all()
     assert (cells["metrics.train_tokens"] == 512).all()  # the same token budget for every corpus
-    edu = pd.read_parquet(project / "data/04_feature/default/scores.parquet").nlargest(18, "edu")
+    edu = pd.read_parquet(project / "data/04_feature/default/scores/shards").nlargest(18, "edu")
     assert cells["metrics.corpus_docs"].eq(18).all()
     assert cells.loc[cells["params.table2.corpus"] == "edu", "metrics.corpus_score_mean"].iloc[0] == pytest.approx(
         edu["edu"].mean())

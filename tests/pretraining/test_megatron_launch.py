@@ -45,6 +45,13 @@ def test_conversion_round_trips_through_megatrons_indexed_dataset(selection):
     for ext in (".bin", ".idx"):
         assert (root / "meg" / f"from_packed{ext}").read_bytes() == (root / "meg" / f"from_parquet{ext}").read_bytes()
     assert not list((root / "meg").glob(".*tmp*"))  # temporary files renamed away
+    # The pipeline's sharded selected_documents folder (3 shards) converts to the very same files too.
+    from curation.datasets import ShardedDataset
+
+    ShardedDataset(path=str(root / "selected_documents"), rows_per_shard=15).save(docs)
+    convert(root / "selected_documents", root / "meg" / "from_shards", root / "tokenizer.json")
+    for ext in (".bin", ".idx"):
+        assert (root / "meg" / f"from_shards{ext}").read_bytes() == (root / "meg" / f"from_parquet{ext}").read_bytes()
 
 
 def test_gpt_dataset_samples_are_windows_of_whole_documents(selection):

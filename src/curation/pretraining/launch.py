@@ -1,7 +1,8 @@
 """Megatron-core launcher: a selection -> Megatron's indexed dataset -> pre-training at the paper's scale.
 
-    # 1. convert a selection (parquet of documents, or a packed token folder of the pretrain pipeline)
-    curate-megatron convert --input data/07_model_output/default/selected_documents.parquet \
+    # 1. convert a selection (the sharded selected_documents folder, a parquet file of documents,
+    #    or a packed token folder of the pretrain pipeline)
+    curate-megatron convert --input data/07_model_output/default/selected_documents \
         --tokenizer qwen2.5/tokenizer.json --output-prefix data/megatron/fineweb_mask
     # 2. look at the plan without a GPU: builds the model on the meta device, prints counts and steps
     curate-megatron train --model qwen2_5_1_5b --data-prefix data/megatron/fineweb_mask \
@@ -145,14 +146,17 @@ def convert(input_path: str | Path, output_prefix: str | Path, tokenizer_path: O
             text_column: str = "text") -> ConversionStats:
     """Write ``input_path`` as Megatron's indexed dataset ``<output_prefix>.bin/.idx``.
 
-    input_path: a parquet file of documents (needs ``tokenizer_path``), or a packed token folder
-        (``tokens.bin`` + ``index.json`` of :func:`curation.lm.pack_documents`, already tokenized).
+    input_path: a sharded documents folder (``manifest.json`` + ``shards/*.parquet``, e.g. the
+        pipeline's ``selected_documents``; read shard by shard in manifest order) or a parquet file
+        of documents (both need ``tokenizer_path``), or a packed token folder (``tokens.bin`` +
+        ``index.json`` of :func:`curation.lm.pack_documents`, already tokenized).
     """
     from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
 
     t0 = time.perf_counter()
     source = Path(input_path)
-    if source.is_dir():
+    sharded = source.is_dir() and (source / "manifest.json").is_file()
+    if source.is_dir() and not sharded:
         from curation.lm.packing import PackedDataset
 
         index = PackedDataset(source).index
@@ -160,12 +164,19 @@ def convert(input_path: str | Path, output_prefix: str | Path, tokenizer_path: O
         documents = _documents_from_packed(source)
     else:
         if tokenizer_path is None:
-            raise ValueError("a parquet input needs --tokenizer")
+            raise ValueError("a parquet or sharded documents input needs --tokenizer")
         from curation.lm import eos_id
 
         tokenizer = load_hf_tokenizer(tokenizer_path)
         vocab_size, eod = tokenizer.get_vocab_size(), eos_id(tokenizer)
-        documents = _documents_from_parquet(source, text_column, tokenizer)
+        if sharded:
+            from curation.shards import ShardedDataset
+
+            shards = ShardedDataset(source)
+            documents = (doc for name in shards.names
+                         for doc in _documents_from_parquet(shards.shard_path(name), text_column, tokenizer))
+        else:
+            documents = _documents_from_parquet(source, text_column, tokenizer)
     dtype = DType.optimal_dtype(vocab_size)
     prefix = Path(output_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)

@@ -10,13 +10,13 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 train_tokenizer,
-                inputs=["documents", "params:pretrain", "params:cache"],
+                inputs=["documents@frame", "params:pretrain", "params:cache"],
                 outputs=["lm_tokenizer", "tokenizer_metrics"],
                 name="train_tokenizer_node",
             ),
             Node(
                 tokenize_selection,
-                inputs=["selected_documents", "lm_tokenizer", "params:pretrain"],
+                inputs=["selected_documents@frame", "lm_tokenizer", "params:pretrain"],
                 outputs=["lm_tokens", "tokens_metrics"],
                 name="tokenize_node",
             ),

@@ -17,12 +17,12 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 select_named_corpus,
-                inputs=["documents", "scores", "embeddings", "pruned_scores", "pruned_embeddings", "params:table2",
+                inputs=["documents@frame", "scores@frame", "embeddings@frame", "pruned_scores@frame", "pruned_embeddings@frame", "params:table2",
                         "params:budget", "params:run", "params:cache"],
                 outputs=["table2_documents", "corpus_metrics"],
                 name="select_named_corpus_node",
             ),
         ]
     )
-    train = pipeline(pretrain_pipeline(), inputs={"selected_documents": "table2_documents"})
+    train = pipeline(pretrain_pipeline(), inputs={"selected_documents@frame": "table2_documents"})
     return corpus + train + evaluate_pipeline()

@@ -22,20 +22,20 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 select_verification_candidates,
-                inputs=["documents", "scores", "embeddings", "pruned_scores", "pruned_embeddings",
-                        "selected_documents", "params:verification", "params:budget", "params:run", "params:cache"],
+                inputs=["documents@frame", "scores@frame", "embeddings@frame", "pruned_scores@frame", "pruned_embeddings@frame",
+                        "selected_documents@frame", "params:verification", "params:budget", "params:run", "params:cache"],
                 outputs=["verification_candidates", "verification_candidates_table"],
                 name="select_verification_candidates_node",
             ),
             Node(
                 train_tokenizer,
-                inputs=["documents", "params:pretrain", "params:cache"],
+                inputs=["documents@frame", "params:pretrain", "params:cache"],
                 outputs=["verification_tokenizer", "verification_tokenizer_metrics"],
                 name="train_verification_tokenizer_node",
             ),
             Node(
                 tokenize_verification_corpora,
-                inputs=["documents", "verification_candidates", "verification_tokenizer", "params:pretrain"],
+                inputs=["documents@frame", "verification_candidates", "verification_tokenizer", "params:pretrain"],
                 outputs=["verification_tokens", "verification_tokens_metrics"],
                 name="tokenize_verification_corpora_node",
             ),
