@@ -77,6 +77,9 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", default=["local", "ray"])
     parser.add_argument("--steps", type=int, default=200, help="DataMask steps (the per-step cost is what scales)")
     parser.add_argument("--embedding", default="static", help="embedding config group (the fastest: static)")
+    parser.add_argument("--raters", default="fasttext_dclm,edu,wiki",
+                        help="scoring.raters (default: DATAMASK's three quality components, App. A.5; 'all' = the "
+                             "default config's six)")
     parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
     parser.add_argument("--out", type=Path, default=RESULTS / "scale_chain.csv")
     parser.add_argument("--keep", action="store_true", help="keep each run's data folders")
@@ -93,6 +96,8 @@ def main() -> None:
                       f"cache.dir={cache}", f"embedding={args.embedding}", "selection=datamask",
                       f"selection.steps={args.steps}", "selection.block_size=1000000",
                       "tracking.experiment_name=bench_chain"]
+            if args.raters != "all":
+                common.append(f"scoring.raters=[{args.raters}]")
             env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1",
                    "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg", "RAY_DEDUP_LOGS": "0"}
             for stage in STAGES:
@@ -130,7 +135,7 @@ def main() -> None:
                    for k in ("seconds", "peak_rss_mb") if r[k] != ""}
         log_benchmark("scale_chain", files=[args.out, png], metrics=metrics,
                       params={"sizes": args.sizes, "engines": args.engines, "steps": args.steps,
-                              "embedding": args.embedding})
+                              "embedding": args.embedding, "raters": args.raters})
 
 
 def plot(rows: list[dict], path: Path) -> Path:

@@ -48,6 +48,23 @@ def document_statistics(documents: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def document_statistics_shards(documents) -> pd.DataFrame:
+    """:func:`document_statistics` (+ ``category`` when present) of a sharded documents dataset
+    (:class:`curation.shards.ShardedDataset`), one shard in memory at a time: the result has
+    ~100 bytes per document (no text), in shard-then-row order."""
+    columns = set(documents.manifest.schema)
+    wanted = [c for c in ("id", "text", "source", "category") if c in columns]
+    parts = []
+    for _, frame in documents.iter_frames(wanted):
+        stats = document_statistics(frame)
+        if "category" in frame.columns:
+            stats["category"] = frame["category"].to_numpy()
+        parts.append(stats)
+    if not parts:
+        return document_statistics(pd.DataFrame({"id": [], "text": []}))
+    return pd.concat(parts, ignore_index=True)
+
+
 def source_statistics(doc_stats: pd.DataFrame) -> pd.DataFrame:
     """Per source: document count and share (the source mix), character totals, means.
 

@@ -9,7 +9,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from curation.data import document_statistics, source_statistics
+from curation.data import source_statistics
+from curation.data.stats import document_statistics_shards
 from curation.paths import project_root
 from curation.reporting.plots import plot_document_stats
 from curation.shards import ShardedDataset
@@ -34,12 +35,10 @@ def ingest_documents(
 
 
 def compute_document_statistics(
-    documents: pd.DataFrame,
+    documents: ShardedDataset,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float], Any]:
-    """Per-document and per-source statistics, headline metrics and a plot."""
-    doc_stats = document_statistics(documents)
-    if "category" in documents.columns:
-        doc_stats["category"] = documents["category"].to_numpy()
+    """Per-document and per-source statistics (one shard at a time), headline metrics and a plot."""
+    doc_stats = document_statistics_shards(documents)
     table = source_statistics(doc_stats)
     overall = table[table["source"] == "__all__"].iloc[0]
     metrics = {
