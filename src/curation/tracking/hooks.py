@@ -51,7 +51,8 @@ def _finite(items: Any) -> list[tuple[str, float]]:
 
 
 def _base_name(dataset_name: str) -> str:
-    return dataset_name.rsplit(".", 1)[-1]
+    """``ns.scores@shards`` -> ``scores``: without the namespace and the transcoding suffix."""
+    return dataset_name.rsplit(".", 1)[-1].split("@", 1)[0]
 
 
 def _filepath(catalog: Any, name: str) -> str | None:
