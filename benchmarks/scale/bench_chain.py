@@ -83,10 +83,17 @@ def main() -> None:
     parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
     parser.add_argument("--out", type=Path, default=RESULTS / "scale_chain.csv")
     parser.add_argument("--keep", action="store_true", help="keep each run's data folders")
+    parser.add_argument("--append", action="store_true", help="add the rows to an existing --out CSV (e.g. 1M "
+                                                               "local only after 100k local + Ray)")
     parser.add_argument("--no-mlflow", action="store_true")
     args = parser.parse_args()
 
     rows: list[dict] = []
+    if args.append and args.out.is_file():
+        with args.out.open() as handle:
+            rows = [{k: (float(v) if k in ("seconds", "peak_rss_mb", "load_before", "load_after") else
+                         int(v) if k in ("corpus_docs", "docs", "cores") else v) for k, v in r.items()}
+                    for r in csv.DictReader(handle)]
     for n in args.sizes:
         corpus = make_corpus(n, args.corpus_dir / f"{n}")
         for engine in args.engines:

@@ -73,8 +73,7 @@ def plot_scores(scores: ShardedDataset, documents: ShardedDataset, quality_share
                 embedding: dict[str, Any]) -> tuple[Any, Any, Any]:
     """The Spearman heatmap among raters and token lengths per source, on a bounded hash-chosen
     sample of documents (``PLOT_SAMPLE_DOCS``); the quality distribution of every document."""
-    from tokenizers import Tokenizer
-
+    from curation.data.stats import token_lengths
     from curation.embedding.embedder import packaged_tokenizer_path
     from curation.pruning import quality_histogram
     from curation.scoring.sample import sample_mask, sample_threshold
@@ -90,10 +89,7 @@ def plot_scores(scores: ShardedDataset, documents: ShardedDataset, quality_share
     sample_docs = pd.concat(doc_parts, ignore_index=True)
     sample_scores = pd.concat(score_parts, ignore_index=True)
 
-    tokenizer = Tokenizer.from_file(packaged_tokenizer_path())
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    lengths = np.array([len(e.ids) for e in tokenizer.encode_batch(sample_docs["text"].tolist())])
+    lengths = token_lengths(sample_docs["text"].tolist(), packaged_tokenizer_path())
     sources = sample_docs["source"].astype("string").fillna("unknown").to_numpy() if "source" in sample_docs \
         else np.array(["unknown"] * len(sample_docs))
     heatmap = plot_spearman_heatmap(sample_scores.drop(columns=["id"]))
