@@ -45,7 +45,7 @@ class ScoringConfig:
     engine: str | None = None
     # documents the raters and the 0-15 merge map are fitted on (a hash-chosen sample,
     # curation.scoring.sample); a corpus this small is fitted on every document
-    fit_sample_docs: int = 200_000
+    fit_sample_docs: int = 50_000
     # a folder of fitted raters written by an earlier run (data/06_models/<namespace>/raters):
     # the raters it holds are loaded instead of fitted; null = fit every rater
     pretrained_dir: str | None = None

@@ -259,6 +259,9 @@ def apply_scoring(frame: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scori
     return scores, counts
 
 
+APPLY_CHUNK_DOCS = 10_000  # rows per apply_scoring call when the fit scores its own sample
+
+
 def fit_scoring(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig,
                 embedder=None) -> FittedScoring:
     """Raters, merge map and eval ROC-AUC, all from ``sample`` (and its row-aligned embeddings)."""
@@ -269,7 +272,15 @@ def fit_scoring(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scorin
     if components <= set(_columns(cfg, raters)):
         # the sample's component scores define the map (DATAMASK A.5 quantile mapping)
         t0 = time.perf_counter()
-        part, _ = apply_scoring(sample, embeddings, cfg, raters, None, only=components)
+        # in chunks: a rater's per-call copies (preprocessed texts, features) stay bounded by the chunk
+        parts = []
+        for start in range(0, len(sample), APPLY_CHUNK_DOCS):
+            rows = slice(start, start + APPLY_CHUNK_DOCS)
+            emb = None if embeddings is None else embeddings[rows]
+            parts.append(apply_scoring(sample.iloc[rows].reset_index(drop=True), emb, cfg, raters, None,
+                                       only=components)[0])
+        part = pd.concat(parts, ignore_index=True) if parts else apply_scoring(sample, embeddings, cfg, raters, None,
+                                                                                only=components)[0]
         merge = MergeMap.fit(part, cfg.merge)
         metrics["merge/map_seconds"] = time.perf_counter() - t0
         metrics["merge/map_docs"] = float(len(sample))
