@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import heapq
 import logging
+import math
 import time
 from typing import Callable, Optional
 
@@ -516,10 +517,8 @@ _PAIRS_PER_DIM = 2.0
 
 def _moments_from(d: int) -> int:
     """Smallest |U| scored with the d x d moments rather than the pair rows."""
-    m = 1
-    while m * (m + 1) / 2 < _PAIRS_PER_DIM * d:
-        m += 1
-    return m
+    # the smallest m with m (m + 1) / 2 >= _PAIRS_PER_DIM * d
+    return max(1, math.ceil((math.sqrt(1.0 + 8.0 * _PAIRS_PER_DIM * d) - 1.0) / 2.0))
 
 
 def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
