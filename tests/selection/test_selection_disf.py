@@ -87,7 +87,11 @@ def test_crossover_keeps_the_pair_rows_for_small_selections():
     assert [_moments_from(d) for d in (256, 384, 768)] == [32, 39, 55]
 
 
-def test_fast_equals_reference_with_quality(minilm_views):
+@pytest.mark.parametrize("pairs_per_dim", [2.0, 0.0])  # default crossover / the moment form from pick 2
+def test_fast_equals_reference_with_quality(minilm_views, monkeypatch, pairs_per_dim):
+    from curation.selection import greedy
+
+    monkeypatch.setattr(greedy, "_PAIRS_PER_DIM", pairs_per_dim)
     emb = _views(minilm_views, 384)
     q = np.linspace(0.0, 15.0, len(emb))[np.random.default_rng(0).permutation(len(emb))]
     cfg = {"diversity": "disf", "lam": 0.3, "batch_size": 64}
