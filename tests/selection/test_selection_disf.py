@@ -62,7 +62,36 @@ def test_fast_picks_what_the_official_algorithm_picks(minilm_views, dim, batch, 
         np.testing.assert_array_equal(fast.indices, official.indices)
 
 
-def test_fast_equals_reference_with_quality(minilm_views):
+@pytest.mark.parametrize(("dim", "pairs_per_dim", "budget"), [(384, 0.0, 24), (768, 0.01, 16)])
+def test_moment_form_picks_what_the_official_algorithm_picks(minilm_views, monkeypatch, dim, pairs_per_dim, budget):
+    # the d x d moment form (_DisfMoments) from the second pick on (pairs_per_dim = 0), or after a
+    # switch from the pair rows at |U| = 4 (0.01 * 768 pair rows), must keep the official picks;
+    # with 24 of 64 / 16 of 128 kept per batch it is scored at 20 and 12 consecutive picks
+    from curation.selection import greedy
+
+    monkeypatch.setattr(greedy, "_PAIRS_PER_DIM", pairs_per_dim)
+    assert greedy._moments_from(dim) == (1 if pairs_per_dim == 0 else 4)
+    emb = _views(minilm_views, dim)
+    q = np.zeros(len(emb))
+    cfg = {"diversity": "disf", "lam": 0.0, "batch_size": 64 if dim == 384 else 128}
+    for seed in (0, 1):
+        official = select("greedy", quality=q, embeddings=emb, budget=budget, config={**cfg, "impl": "official"}, seed=seed)
+        fast = select("greedy", quality=q, embeddings=emb, budget=budget, config={**cfg, "impl": "fast"}, seed=seed)
+        np.testing.assert_array_equal(fast.indices, official.indices)
+
+
+def test_crossover_keeps_the_pair_rows_for_small_selections():
+    from curation.selection.greedy import _moments_from
+
+    # m (m + 1) / 2 pair rows against 2 d: |U| = 32 at d = 256, 39 at 384, 55 at 768 (measured ~32 / ~38 / ~55)
+    assert [_moments_from(d) for d in (256, 384, 768)] == [32, 39, 55]
+
+
+@pytest.mark.parametrize("pairs_per_dim", [2.0, 0.0])  # default crossover / the moment form from pick 2
+def test_fast_equals_reference_with_quality(minilm_views, monkeypatch, pairs_per_dim):
+    from curation.selection import greedy
+
+    monkeypatch.setattr(greedy, "_PAIRS_PER_DIM", pairs_per_dim)
     emb = _views(minilm_views, 384)
     q = np.linspace(0.0, 15.0, len(emb))[np.random.default_rng(0).permutation(len(emb))]
     cfg = {"diversity": "disf", "lam": 0.3, "batch_size": 64}
@@ -122,6 +151,30 @@ def test_float32_screen_error_is_far_inside_its_bound(minilm_views, dim):
         assert torch.allclose(fe, f64[cand], rtol=1e-10) and torch.allclose(de, d64[cand], rtol=1e-12)
         off = disf_offdiag_all(x, picks)
         assert torch.allclose(f64 - d64, off, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dim", [384, 768])
+def test_moment_form_equals_the_pair_form(minilm_views, dim):
+    # _DisfMoments (d x d moments of U) against the from-scratch Gram closed form: float32 screen
+    # inside its bound with margin, float64 re-score equal, for |U| from 1 to 60
+    from curation.selection.greedy import _SCREEN_REL, _disf_terms, _DisfMoments
+
+    x32 = torch.tensor(_views(minilm_views, dim))
+    x = x32.double()
+    moments = _DisfMoments(x32)
+    picks = [int(j) for j in np.random.default_rng(dim).permutation(len(x))[:60]]
+    for i, j in enumerate(picks):
+        moments.add(j)
+        if i + 1 not in (1, 2, 7, 40, 60):
+            continue
+        f64, d64 = _disf_terms(x, x[picks[: i + 1]])
+        f32, d32 = moments.scores()
+        cand = torch.ones(len(x), dtype=torch.bool)
+        cand[picks[: i + 1]] = False
+        assert float(((f32 - f64).abs()[cand] / f64[cand]).max()) < _SCREEN_REL / 10
+        assert float((d32 - d64).abs()[cand].max()) < 1e-3 + moments.diag2_slack
+        fe, de = moments.exact(torch.nonzero(cand).squeeze(1))
+        assert torch.allclose(fe, f64[cand], rtol=1e-10) and torch.allclose(de, d64[cand], rtol=1e-12)
 
 
 def test_hutchinson_estimate_is_unbiased_for_the_squared_norm(minilm_views):

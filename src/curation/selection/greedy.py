@@ -28,7 +28,11 @@ Implementations (``GreedyConfig.impl``):
   candidates are one ((|U|-1)|U|/2 + 2, d) @ (d, b) product per pick (see
   ``_disf_terms``; ``_DisfScreen`` keeps U's Helmert and pair rows across
   picks), screened in float32 with the near-best candidates re-scored in
-  float64 (``_fast_disf``), so the picks are the float64 argmin.
+  float64 (``_fast_disf``), so the picks are the float64 argmin. The pair rows
+  grow as |U|^2 / 2, so past |U| (|U| + 1) / 2 ~ 2 d (``_moments_from``) the
+  candidates are scored from U's d x d moments instead (``_DisfMoments``: two
+  (b, d) @ (d, d) products per pick, whatever |U|), with the same screen and
+  re-score.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from __future__ import annotations
 import functools
 import heapq
 import logging
+import math
 import time
 from typing import Callable, Optional
 
@@ -376,11 +381,7 @@ class _DisfScreen:
         torch.sum(b64 * b64, 0, out=self.alpha).div_(self.m).add_(DISF_EPS)  # M2 / m + eps
         self.lhs64[0] = self.alpha
         self.lhs32[0] = self.alpha
-        # eps^2 sum_k w_k^2 (in diag2) is summed over the dimensions where eps / alpha_k is not tiny
-        # (all of them while |U| = 1; then the constant ones) and bounded over the rest, w_k <= 1 / alpha_k
-        ratio = DISF_EPS / self.alpha
-        self.small_var = torch.nonzero(ratio > 1e-4).squeeze(1)
-        self.diag2_slack = float(ratio.square_()[ratio <= 1e-4].sum())
+        self.small_var, self.diag2_slack = _small_variance(self.alpha)
 
     def _fro2(self, prod: torch.Tensor, p: torch.Tensor, pair_weight: torch.Tensor) -> torch.Tensor:
         m, n = self.m, self.m + 1
@@ -416,25 +417,137 @@ class _DisfScreen:
         return self._fro2(prod, p, self.pair_weight64), diag2
 
 
-def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
-    """Same picks as ``_official_disf`` (lam = 0) / ``reference`` (lam > 0) via ``_DisfScreen``.
+class _DisfMoments:
+    """(fro2, diag2) of U + {c} for every candidate c from U's d x d moments: per pick O(b d^2), not O(b |U|^2 d).
 
-    Every candidate is scored in float32 (one batched product per pick); every
+    The pair rows of ``_DisfScreen`` grow as |U|^2 / 2; this form keeps U's mean mu
+    and scatter A = sum_{a in U} (x_a - mu)(x_a - mu)^T (float64, one Welford
+    rank-one update per pick). With n = m + 1, y = x_c - mu and beta = m / n,
+    the scatter of U + {c} is M' = A + beta y y^T (so v_k = M'_kk / m and, as in
+    ``cal_corre``, w_k = 1 / (v_k + eps) = 1 / (alpha_k + y_k^2 / n) with
+    alpha_k = A_kk / m + eps), and C' = W^1/2 M' W^1/2 / m, hence
+        m^2 ||C'||_F^2 = sum_jk M'_jk^2 w_j w_k
+                       = w^T (A o A) w + 2 beta u^T A u + beta^2 (y . u)^2,   u = y o w,
+    i.e. two (b, d) @ (d, d) products per pick for all b candidates (A o A and A
+    are rebuilt once per pick). Every term is >= 0 (A o A >= 0 entrywise, A is
+    PSD) and |u^T A u| <= sqrt(t1) (y . u) by Cauchy-Schwarz, so the float32 screen
+    has no cancellation beyond the other two terms' size. diag2 = sum_k (v_k w_k)^2 =
+    d - 2 eps sum w + eps^2 sum w^2 exactly as in ``_DisfScreen`` (same float32
+    handling of the eps^2 part: ``diag2_slack``).
+    """
+
+    def __init__(self, x: torch.Tensor) -> None:
+        c, d = x.shape
+        self.rows = x
+        self.x, self.d = x.float().contiguous(), d
+        self.y, self.w = torch.empty_like(self.x), torch.empty_like(self.x)
+        self.t = torch.empty_like(self.x)
+        self.mu = torch.zeros(d, dtype=torch.float64)
+        self.scatter = torch.zeros((d, d), dtype=torch.float64)
+        self.alpha = torch.empty(d, dtype=torch.float64)
+        self.m = 0
+        self.diag2_slack = 0.0
+        self.small_var = torch.zeros(0, dtype=torch.long)
+        self._f32: Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = None
+
+    def add(self, j: int) -> None:
+        """Append candidate j to U (Welford: A += m / (m + 1) delta delta^T, delta = x_j - mu)."""
+        delta = self.rows[j].double() - self.mu
+        self.scatter.addr_(delta, delta, alpha=self.m / (self.m + 1))
+        self.mu += delta / (self.m + 1)
+        self.m += 1
+        self.alpha = torch.diagonal(self.scatter) / self.m + DISF_EPS
+        self.small_var, self.diag2_slack = _small_variance(self.alpha)
+        self._f32 = None
+
+    def _terms(self, y: torch.Tensor, w: torch.Tensor, u: torch.Tensor, a: torch.Tensor, aa: torch.Tensor,
+               t: torch.Tensor) -> torch.Tensor:
+        m, n = self.m, self.m + 1
+        beta = m / n
+        t1 = torch.mm(w, aa, out=t).mul_(w).sum(1).double()  # w^T (A o A) w
+        t2 = torch.mm(u, a, out=t).mul_(u).sum(1).double()  # u^T A u
+        t3 = (y * u).sum(1).double()  # y . u = sum_k w y^2
+        return (t1 + (2.0 * beta) * t2 + (beta * beta) * t3.square_()).div_(m * m)
+
+    def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """float32 screen: (fro2, diag2), returned as float64 (c,), for every candidate; |U| = m >= 1."""
+        if self._f32 is None:
+            self._f32 = (self.mu.float(), self.alpha.float(), self.scatter.float(), self.scatter.square().float())
+        mu, alpha, a, aa = self._f32
+        y, w = self.y, self.w
+        torch.sub(self.x, mu, out=y)
+        torch.addcmul(alpha, y, y, value=1.0 / (self.m + 1), out=w).reciprocal_()
+        diag2 = _diag2(self.d, w, self.small_var)
+        fro2 = self._terms(y, w, y * w, a, aa, self.t)
+        return fro2, diag2
+
+    def exact(self, cand: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """float64 (fro2, diag2) of the candidates at positions `cand` (all terms, no bound)."""
+        y = self.rows[cand].double() - self.mu
+        w = torch.addcmul(self.alpha, y, y, value=1.0 / (self.m + 1)).reciprocal_()
+        diag2 = self.d - 2.0 * DISF_EPS * w.sum(1) + DISF_EPS**2 * (w * w).sum(1)
+        fro2 = self._terms(y, w, y * w, self.scatter, self.scatter.square(), torch.empty_like(y))
+        return fro2, diag2
+
+
+def _small_variance(alpha: torch.Tensor) -> tuple[torch.Tensor, float]:
+    # eps^2 sum_k w_k^2 (in diag2) is summed over the dimensions where eps / alpha_k is not tiny
+    # (all of them while |U| = 1; then the constant ones) and bounded over the rest, w_k <= 1 / alpha_k
+    ratio = DISF_EPS / alpha
+    return torch.nonzero(ratio > 1e-4).squeeze(1), float(ratio.square_()[ratio <= 1e-4].sum())
+
+
+def _diag2(d: int, w: torch.Tensor, small_var: torch.Tensor) -> torch.Tensor:
+    """float32 screen of diag2 = d - 2 eps sum_k w_k + eps^2 sum_k w_k^2 (the last over `small_var` only)."""
+    diag2 = d - 2.0 * DISF_EPS * w.sum(1).double()
+    if len(small_var) == d:
+        diag2 += DISF_EPS**2 * torch.linalg.vector_norm(w, dim=1).double().square_()
+    elif len(small_var):
+        diag2 += DISF_EPS**2 * w[:, small_var].double().square_().sum(1)
+    return diag2
+
+
+# Crossover of ``_fast_disf``'s two closed forms: a pick with |U| = m costs ~(m (m + 1) / 2) d b
+# multiply-adds in the pair rows of ``_DisfScreen`` and ~2 d^2 b in the moments of ``_DisfMoments``,
+# so the pair rows are used while m (m + 1) / 2 < _PAIRS_PER_DIM * d. Measured per-pick screen times
+# (b = 1024, real MiniLM / static rows, one thread, load ~1.4) cross at m ~ 32 for d = 256,
+# ~38 for d = 384 and ~55 for d = 768, i.e. at m (m + 1) / 2 ~ 2 d.
+_PAIRS_PER_DIM = 2.0
+
+
+def _moments_from(d: int) -> int:
+    """Smallest |U| scored with the d x d moments rather than the pair rows."""
+    # the smallest m with m (m + 1) / 2 >= _PAIRS_PER_DIM * d
+    return max(1, math.ceil((math.sqrt(1.0 + 8.0 * _PAIRS_PER_DIM * d) - 1.0) / 2.0))
+
+
+def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
+    """Same picks as ``_official_disf`` (lam = 0) / ``reference`` (lam > 0) via ``_DisfScreen`` / ``_DisfMoments``.
+
+    Every candidate is scored in float32 (batched products per pick); every
     candidate whose score could still be the best within the float32 error bound
     is re-scored in float64 and the best of those is taken (ties to the lowest
     position), so the pick is the float64 argmax. lam = 0 ranks by the official
     criterion (the off-diagonal sum fro2 - diag2); lam > 0 by Eq. 12 with the
-    ``disf`` term -||C||_F = -sqrt(fro2).
+    ``disf`` term -||C||_F = -sqrt(fro2). The closed form is the cheaper one for
+    the current |U| (``_moments_from``): the pair rows while |U| is small, the
+    d x d moments (per-pick cost independent of |U|) past that.
     """
-    screen = _DisfScreen(batch.obj.embeddings[batch.pool], batch.budget)
+    x = batch.obj.embeddings[batch.pool]
+    switch = _moments_from(x.shape[1])
+    screen = _DisfScreen(x, min(batch.budget, switch)) if switch > 1 else None
+    moments = _DisfMoments(x) if batch.budget > switch else None
     j = _first(batch, first)
     batch.take(j)
-    screen.add(j)
+    for form in (screen, moments):
+        if form is not None:
+            form.add(j)
     for k in range(1, batch.budget):
-        fro2, diag2 = screen.scores()
+        form = screen if k < switch else moments
+        fro2, diag2 = form.scores()
         if batch.w_q == 0:
             score = diag2 - fro2
-            err = _SCREEN_REL * (fro2 + diag2) + screen.diag2_slack
+            err = _SCREEN_REL * (fro2 + diag2) + form.diag2_slack
         else:
             root = fro2.clamp_min(0.0).sqrt_()
             score = batch.quality_part(k) - batch.w_d * root
@@ -447,15 +560,17 @@ def _fast_disf(batch: _Batch, first: Optional[int]) -> None:
             j = int(near[0])
         else:
             batch.rescored += len(near)
-            fro2, diag2 = screen.exact(near)
+            fro2, diag2 = form.exact(near)
             if batch.w_q == 0:
                 exact = diag2 - fro2
             else:
                 exact = batch.quality_part(k)[near] - batch.w_d * torch.sqrt(fro2)
             j = int(near[int(torch.argmax(exact))])
         batch.take(j)
-        if k + 1 < batch.budget:
+        if screen is not None and k + 1 < min(batch.budget, switch):
             screen.add(j)
+        if moments is not None and k + 1 < batch.budget:
+            moments.add(j)
 
 
 _FAST = {
