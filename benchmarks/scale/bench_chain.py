@@ -29,41 +29,26 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
 
-from bench_scale import _tree_rss_kib, loadavg  # noqa: E402
+from bench_scale import loadavg  # noqa: E402
 from make_corpus import make_corpus  # noqa: E402
+from process_tree import run_measured  # noqa: E402
 
 STAGES = ("ingest", "scoring", "pruning", "selection")
 
 
 def run_stage(args: list[str], env: dict[str, str]) -> dict:
     """Run one ``curate`` command; wall time and peak RSS of its process tree."""
-    curate = str(Path(sys.executable).with_name("curate"))
-    start = time.perf_counter()
-    proc = subprocess.Popen([curate, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    peak = [0]
-
-    def poll() -> None:
-        while proc.poll() is None:
-            peak[0] = max(peak[0], _tree_rss_kib(proc.pid))
-            time.sleep(0.1)
-
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
-    out, _ = proc.communicate()
-    thread.join()
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"curate {' '.join(args)} failed:\n{out[-4000:]}")
-    return {"seconds": seconds, "peak_rss_mb": peak[0] / 1024, "log_tail": out[-600:]}
+    run = run_measured([str(Path(sys.executable).with_name("curate")), *args], cwd=ROOT, env=env,
+                       stderr=subprocess.STDOUT)
+    if run.returncode != 0:
+        raise RuntimeError(f"curate {' '.join(args)} failed:\n{run.stdout[-4000:]}")
+    return {"seconds": run.seconds, "peak_rss_mb": run.peak_rss_mb, "log_tail": run.stdout[-600:]}
 
 
 def manifest_rows(path: Path) -> int:

@@ -30,12 +30,9 @@ import argparse
 import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +40,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
 
 from make_corpus import make_corpus  # noqa: E402
+from process_tree import run_measured  # noqa: E402
 
 CHILD = textwrap.dedent("""
     import json, sys, time
@@ -110,51 +108,13 @@ SIGNALS_CHILD = textwrap.dedent("""
 """)
 
 
-def _tree_rss_kib(pid: int) -> int:
-    """RSS of ``pid`` and every descendant, from /proc (no psutil here)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    total, stack = 0, [pid]
-    while stack:
-        p = stack.pop()
-        stack.extend(children.get(p, []))
-        try:
-            with open(f"/proc/{p}/status") as handle:
-                for line in handle:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
-
-
 def measure(argv: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RAY_DEDUP_LOGS": "0"}
-    proc = subprocess.Popen([sys.executable, "-c", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    peak = [0]
-
-    def poll() -> None:
-        while proc.poll() is None:
-            peak[0] = max(peak[0], _tree_rss_kib(proc.pid))
-            time.sleep(0.1)
-
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
-    out, err = proc.communicate()
-    thread.join()
-    if proc.returncode != 0:
-        raise RuntimeError(err[-3000:])
-    result = json.loads(out.strip().splitlines()[-1])
-    result["peak_rss_mb"] = peak[0] / 1024
+    run = run_measured([sys.executable, "-c", *argv], env=env)
+    if run.returncode != 0:
+        raise RuntimeError(run.stderr[-3000:])
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result["peak_rss_mb"] = run.peak_rss_mb
     return result
 
 

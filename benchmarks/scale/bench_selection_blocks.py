@@ -27,15 +27,16 @@ import argparse
 import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
+
+from process_tree import run_measured  # noqa: E402
 
 WRITE_CHILD = textwrap.dedent("""
     import sys, numpy as np, pandas as pd
@@ -87,57 +88,13 @@ INPROCESS_CHILD = textwrap.dedent("""
 """)
 
 
-def _tree_rss_kib(pid: int) -> tuple[int, int]:
-    """(RSS, anonymous RSS) of ``pid`` and every descendant, from /proc (as benchmarks/scale/bench_scale.py).
-    Anonymous = RssAnon: memory the kernel cannot drop; the rest is file-backed (memory-mapped shards
-    and block rows: page cache, reclaimable under pressure)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    total, anon, stack = 0, 0, [pid]
-    while stack:
-        p = stack.pop()
-        stack.extend(children.get(p, []))
-        try:
-            with open(f"/proc/{p}/status") as handle:
-                for line in handle:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-                    elif line.startswith("RssAnon:"):
-                        anon += int(line.split()[1])
-        except OSError:
-            pass
-    return total, anon
-
-
 def measure(argv: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.Popen([sys.executable, "-c", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    peak = [0, 0]
-
-    def poll() -> None:
-        while proc.poll() is None:
-            rss, anon = _tree_rss_kib(proc.pid)
-            peak[0], peak[1] = max(peak[0], rss), max(peak[1], anon)
-            time.sleep(0.1)
-
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
-    out, err = proc.communicate()
-    thread.join()
-    if proc.returncode != 0:
-        raise RuntimeError(err[-3000:])
-    result = json.loads(out.strip().splitlines()[-1])
-    result["peak_rss_mb"] = peak[0] / 1024
-    result["peak_anon_mb"] = peak[1] / 1024
+    run = run_measured([sys.executable, "-c", *argv], env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    if run.returncode != 0:
+        raise RuntimeError(run.stderr[-3000:])
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result["peak_rss_mb"] = run.peak_rss_mb
+    result["peak_anon_mb"] = run.peak_anon_mb
     return result
 
 
