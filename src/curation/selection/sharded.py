@@ -243,21 +243,12 @@ def _run_blocks_local(tasks: Sequence[BlockTask], workers: int, in_process: bool
 
 
 def _run_blocks_ray(tasks: Sequence[BlockTask], engine: EngineConfig, workers: int) -> None:
-    try:
-        import ray
-    except ImportError as err:
-        raise ImportError("engine=ray needs Ray: pip install -e '.[ray]'") from err
-    started_here = False
-    if not ray.is_initialized():
-        ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        started_here = True
-    try:
+    from curation.shards.executor import ray_session
+
+    with ray_session(engine) as ray:
         remote = ray.remote(num_cpus=max(1, tasks[0].threads) if tasks else 1, max_retries=2,
                             retry_exceptions=False)(run_block_task)
         ray.get([remote.remote(t) for t in tasks])
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def run_datamask_blocks(quality: np.ndarray, positions: np.ndarray, pruned_embeddings: ShardedDataset, budget: int,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -113,7 +114,10 @@ def run_shards(
     return [first.stats(n) for n in names]
 
 
-def _run_ray(fn, pending: Sequence[ShardTask], outputs, engine: EngineConfig, desc: str) -> None:
+@contextmanager
+def ray_session(engine: EngineConfig):
+    """Ray, connected to ``engine.ray_address`` (a local instance when None) unless already up; a
+    session started here is shut down on exit."""
     try:
         import ray
     except ImportError as err:
@@ -123,6 +127,14 @@ def _run_ray(fn, pending: Sequence[ShardTask], outputs, engine: EngineConfig, de
         ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False, configure_logging=False)
         started_here = True
     try:
+        yield ray
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _run_ray(fn, pending: Sequence[ShardTask], outputs, engine: EngineConfig, desc: str) -> None:
+    with ray_session(engine) as ray:
         remote = ray.remote(num_cpus=engine.ray_num_cpus, max_retries=2, retry_exceptions=False)(run_one)
         limit = engine.max_in_flight or max(2, int(2 * ray.cluster_resources().get("CPU", 1)))
         queue = list(pending)
@@ -142,9 +154,6 @@ def _run_ray(fn, pending: Sequence[ShardTask], outputs, engine: EngineConfig, de
                 if engine.progress:
                     log.info("%s [ray]: shard %s done (%d/%d) in %.1fs", desc, name, done, len(pending),
                              stats["shard_seconds"])
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def sum_stats(per_shard: Sequence[Mapping[str, float]]) -> dict[str, float]:
