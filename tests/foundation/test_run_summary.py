@@ -53,6 +53,7 @@ def test_curate_prints_a_summary_and_names_the_run(project):
                  f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs/{run.info.run_id}",
                  f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"):
         assert text in out, (text, out[-3000:])
+        assert "@shards  data/" not in out  # outputs named as users know them (documents, not documents@shards)
     # ... and the same summary is the run's description in MLflow.
     note = run.data.tags[NOTE_TAG]
     assert "#### ingest" in note and "- read: 40 rows from 1 of 4 shards" in note and "rejected_documents" in note

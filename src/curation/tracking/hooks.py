@@ -149,7 +149,7 @@ class MlflowTrackingHook:
         for name in sorted(pipeline.outputs()):
             path = None if _base_name(name).endswith(_NOT_DATA) else _filepath(catalog, name)
             if path:
-                outputs[name] = relative(path, root)
+                outputs[_base_name(name)] = relative(path, root)  # selected_documents@shards -> selected_documents
         figures = sorted({str(Path(relative(p, root)).parent) for n in pipeline.outputs()
                           if _base_name(n).endswith(("_plot", "_plots")) and (p := _filepath(catalog, n))})
         if figures:
