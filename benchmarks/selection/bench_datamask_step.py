@@ -57,8 +57,9 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--batch-ratio", type=float, default=0.05)
     parser.add_argument("--keep", type=float, default=0.1)
-    parser.add_argument("--steps", default="pws:20,fl:20,disf:3,disf_hutchinson:10",
-                        help="diversity:K timed steps (disf_hutchinson = disf with disf_estimator=hutchinson)")
+    parser.add_argument("--steps", default="pws:20,fl@float32:10,fl@int16:20,fl@int8:20,disf:3,disf_hutchinson:10",
+                        help="diversity:K timed steps (disf_hutchinson = disf with disf_estimator=hutchinson; "
+                             "fl@<dtype> = fl with fl_sims_dtype=<dtype>)")
     parser.add_argument("--probes", type=int, default=8, help="disf_probes of disf_hutchinson")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -74,10 +75,13 @@ def main() -> None:
         name, k = spec.split(":")
         k = int(k)
         extra = {"disf_estimator": "hutchinson", "disf_probes": args.probes} if name == "disf_hutchinson" else {}
+        if name.startswith("fl@"):
+            extra = {"fl_sims_dtype": name.split("@", 1)[1]}
         load0 = loadavg()
         times, cpu = {}, {}
         for steps in (3, 3 + k):
-            cfg = parse_selection_config("datamask", {"diversity": "disf" if name.startswith("disf") else name,
+            diversity = "disf" if name.startswith("disf") else name.split("@", 1)[0]
+            cfg = parse_selection_config("datamask", {"diversity": diversity,
                                                       "lam": 0.0, "steps": steps, "group_size": args.group_size,
                                                       "batch_ratio": args.batch_ratio, "history_every": 10**9, **extra})
             t, c = time.perf_counter(), time.process_time()
@@ -121,7 +125,7 @@ def main() -> None:
     if not args.no_mlflow:
         from curation.tracking.benchmarks import log_benchmark
 
-        metrics = {f"{r['diversity']}_{k}": r[k] for r in rows
+        metrics = {f"{r['diversity'].replace('@', '_')}_{k}": r[k] for r in rows
                    for k in ("step_ms", "step_over_floor", "step_over_pws_step", "step_cpu_ms", "cpu_step_over_floor")
                    if r[k] is not None}
         log_benchmark("datamask_step_over_floor", files=[csv_path, png_path], params={**vars(args), "out": str(args.out)},

@@ -119,3 +119,37 @@ def test_single_set_functions_validate_indices(data):
         pairwise_similarity(emb, q, [1, 1, 2])
     with pytest.raises(ValueError):
         pairwise_similarity(emb, q, [0, 60])
+
+
+@pytest.mark.parametrize("dtype, half_step", [("int16", 0.5 / 32767), ("int8", 0.5 / 127)])
+def test_integer_fl_table_is_within_half_a_rounding_step_of_the_exact_one(minilm_views, dtype, half_step):
+    # real MiniLM vectors: the max over a set of rounded cosines is the rounded max, so every
+    # reference point moves by <= half a step and so does their mean
+    head, _ = minilm_views
+    emb, q = torch.from_numpy(head), torch.zeros(len(head))
+    gen = torch.Generator().manual_seed(0)
+    idx = torch.stack([torch.randperm(len(head), generator=gen)[:16] for _ in range(32)])
+    exact = Objective(emb, q, diversity="fl", fl_reference_size=64, seed=1)
+    rounded = Objective(emb, q, diversity="fl", fl_reference_size=64, seed=1, fl_sims_dtype=dtype)
+    assert rounded.reference_sims.dtype == getattr(torch, dtype)
+    diff = (rounded.facility_location(idx).double() - exact.facility_location(idx).double()).abs()
+    assert float(diff.max()) <= half_step + 1e-7
+    assert float(diff.max()) > 0  # the table really is rounded
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_terms_within_a_batch_equal_terms_on_global_ids(data, dtype):
+    emb, q, _ = data
+    obj = Objective(torch.tensor(emb, dtype=torch.float32), torch.tensor(q), diversity="fl", lam=0.5,
+                    fl_reference_size=30, fl_sims_dtype=dtype)
+    gen = torch.Generator().manual_seed(1)
+    within = torch.randperm(60, generator=gen)[:25]
+    local = torch.stack([torch.randperm(25, generator=gen)[:7] for _ in range(9)])
+    a, b = obj.terms(local, within=within), obj.terms(within[local])
+    assert torch.equal(a["fl"], b["fl"]) and torch.equal(a["quality"], b["quality"])
+
+
+def test_unknown_fl_sims_dtype_is_refused(data):
+    emb, q, _ = data
+    with pytest.raises(ValueError, match="fl_sims_dtype"):
+        Objective(torch.tensor(emb), torch.tensor(q), diversity="fl", fl_sims_dtype="float16")

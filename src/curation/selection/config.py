@@ -124,6 +124,11 @@ class DataMaskConfig(ObjectiveConfig):
     # bias from disf_probes Rademacher probes shared by the step's G masks (see Objective.disf_hutchinson).
     disf_estimator: str = "exact"
     disf_probes: int = 8
+    # diversity=fl in a step: the (block x fl_reference_size) similarity table as "float32" (exact),
+    # "int16" (cos rounded to 1/32767) or "int8" (1/127): the step's gather-max reads 2x / 4x fewer
+    # bytes. A table above 1 GiB is not kept (similarities recomputed every step, far slower), so
+    # "auto" takes int16 up to 512k items (R = 1024) and int8 beyond (a 1M block: 1 GiB).
+    fl_sims_dtype: str = "auto"
 
     def validate(self) -> None:
         super().validate()
@@ -132,6 +137,8 @@ class DataMaskConfig(ObjectiveConfig):
         _require(self.disf_estimator in ("exact", "hutchinson"), "disf_estimator",
                  f"must be 'exact' or 'hutchinson', got {self.disf_estimator!r}")
         _require(self.disf_probes >= 1, "disf_probes", f"must be >= 1, got {self.disf_probes}")
+        _require(self.fl_sims_dtype in ("float32", "int16", "int8", "auto"), "fl_sims_dtype",
+                 f"must be 'auto', 'float32', 'int16' or 'int8', got {self.fl_sims_dtype!r}")
         _require(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
         _require(self.steps >= 0, "steps", f"must be >= 0, got {self.steps}")
         _require(0.0 < self.batch_ratio <= 1.0, "batch_ratio", f"must be in (0, 1], got {self.batch_ratio}")

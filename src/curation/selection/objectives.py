@@ -32,8 +32,13 @@ from curation.selection.config import DIVERSITIES
 # evaluated in chunks of G so a step never allocates more (64M floats = 256 MB).
 _MAX_CHUNK_ELEMENTS = 1 << 26
 # Facility location keeps the (N, R) item-to-reference similarities when they fit
-# in this many entries (2^28 float32 = 1 GiB): a step is then a gather-max.
-_MAX_REFERENCE_SIMS = 1 << 28
+# in this many bytes (1 GiB: 1M x 1024 in int8, 512k in int16, 256k in float32):
+# a step is then a gather-max.
+_MAX_REFERENCE_SIMS_BYTES = 1 << 30
+# Integer tables of cos in [-1, 1]: value = round(cos * scale). Rounding is monotone,
+# so max over a set of the rounded values is the rounded max (DataMask's FL step).
+FL_SIMS_SCALE = {"int16": 32767.0, "int8": 127.0}
+FL_SIMS_DTYPES = ("float32", "int16", "int8", "auto")
 
 
 def derive_seed(*parts: int) -> int:
@@ -88,6 +93,7 @@ class Objective:
         fl_reference_size: int = 1024,
         seed: int = 0,
         disf_probes: int = 0,
+        fl_sims_dtype: str = "float32",
     ) -> None:
         if diversity not in DIVERSITIES:
             raise ValueError(f"diversity must be one of {DIVERSITIES}, got {diversity!r}")
@@ -103,6 +109,15 @@ class Objective:
         # > 0: the "disf" term is -||C||_F^2 estimated with this many Hutchinson probes
         # (``disf_hutchinson``); 0: the exact -||C||_F
         self.disf_probes = int(disf_probes)
+        if fl_sims_dtype not in FL_SIMS_DTYPES:
+            raise ValueError(f"fl_sims_dtype must be one of {FL_SIMS_DTYPES}, got {fl_sims_dtype!r}")
+        # "float32": the exact table (the embeddings' dtype); "int16"/"int8": cos rounded to
+        # 1/32767 or 1/127, so FL moves by at most half of that per reference point; "auto": int16
+        # while the table fits in _MAX_REFERENCE_SIMS_BYTES, else int8
+        if fl_sims_dtype == "auto":
+            r = min(fl_reference_size, self.n)
+            fl_sims_dtype = "int16" if self.n * r * 2 <= _MAX_REFERENCE_SIMS_BYTES else "int8"
+        self.fl_sims_dtype = fl_sims_dtype
         # seed of the next call's probes (set per DataMask step, so a resumed run draws the same
         # probes); None: a stream seeded from `seed`
         self.disf_probe_seed: int | None = None
@@ -132,11 +147,26 @@ class Objective:
 
     @functools.cached_property
     def reference_sims(self) -> torch.Tensor | None:
-        """cos(z_i, r) for every item and reference point (N, R), once per block; None above 2^28 entries."""
+        """cos(z_i, r) for every item and reference point (N, R), once per block; None above 1 GiB.
+
+        With ``fl_sims_dtype`` int16/int8 the table holds round(cos * scale) (``FL_SIMS_SCALE``):
+        half or a quarter of the bytes a step's gather-max reads, computed 64k rows at a time.
+        """
         r = self.reference.shape[0]
-        if self.n * r > _MAX_REFERENCE_SIMS:
+        if self.fl_sims_dtype == "float32":
+            if self.n * r * self.unit.element_size() > _MAX_REFERENCE_SIMS_BYTES:
+                return None
+            return (self.unit @ self.reference.T).contiguous()
+        dtype = torch.int16 if self.fl_sims_dtype == "int16" else torch.int8
+        if self.n * r * dtype.itemsize > _MAX_REFERENCE_SIMS_BYTES:
             return None
-        return (self.unit @ self.reference.T).contiguous()
+        scale = FL_SIMS_SCALE[self.fl_sims_dtype]
+        out = torch.empty((self.n, r), dtype=dtype, device=self.unit.device)
+        ref_t = self.reference.T
+        for lo in range(0, self.n, 1 << 16):
+            block = self.unit[lo : lo + (1 << 16)] @ ref_t
+            out[lo : lo + len(block)] = block.mul_(scale).round_().clamp_(-scale, scale).to(dtype)
+        return out
 
     @functools.cached_property
     def _centered(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -164,16 +194,28 @@ class Objective:
         s = self._unit_sums(idx)
         return -(s * s).sum(1) / (2.0 * idx.shape[1] ** 2)
 
-    def facility_location(self, idx: torch.Tensor) -> torch.Tensor:
-        """Standard facility location (coverage): mean_r max_{j in U} cos(z_r, z_j) over the reference points."""
+    def facility_location(self, idx: torch.Tensor, within: torch.Tensor | None = None) -> torch.Tensor:
+        """Standard facility location (coverage): mean_r max_{j in U} cos(z_r, z_j) over the reference points.
+
+        ``within`` (optional, (n_b,) item ids): ``idx`` holds positions into it, as in a DataMask
+        step whose masks are drawn from a batch of n_b items. The batch's rows of the table are
+        gathered once, so the G per-mask gathers read a table that stays in cache.
+        """
         sims = self.reference_sims
         if sims is not None:
+            if within is not None:
+                sims = sims.index_select(0, within)
             # per set: gather its S rows of the (N, R) table and take the max over them
             # (index_select + amax per row is ~2x faster than embedding_bag(mode="max") on CPU)
             out = torch.empty((idx.shape[0], sims.shape[1]), dtype=sims.dtype, device=sims.device)
             for g in range(idx.shape[0]):
                 torch.amax(sims.index_select(0, idx[g]), 0, out=out[g])
-            return out.mean(1)
+            if sims.is_floating_point():
+                return out.mean(1)
+            # integer table: the sum over R references is exact in float64
+            return (out.double().mean(1) / FL_SIMS_SCALE[self.fl_sims_dtype]).to(self.unit.dtype)
+        if within is not None:
+            idx = within[idx]
         g, s = idx.shape
         ref_t = self.reference.T  # (d, R)
         step = _chunk_len(s * (ref_t.shape[1] + self.d))
@@ -317,11 +359,20 @@ class Objective:
             names.append(self.diversity)
         return tuple(names)
 
-    def terms(self, idx: torch.Tensor, names: tuple[str, ...] | None = None) -> dict[str, torch.Tensor]:
-        """Raw terms for the index matrix `idx` (G, S); all of quality + diversity unless `names`."""
+    def terms(
+        self, idx: torch.Tensor, names: tuple[str, ...] | None = None, *, within: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Raw terms for the index matrix `idx` (G, S); all of quality + diversity unless `names`.
+
+        With ``within`` ((n_b,) item ids), `idx` holds positions into it (a DataMask batch).
+        """
         names = names or ("quality", self.diversity)
         funcs = self.term_functions()
-        return {name: funcs[name](idx) for name in names}
+        items = idx if within is None else within[idx]
+        return {
+            name: self.facility_location(idx, within) if name == "fl" and within is not None else funcs[name](items)
+            for name in names
+        }
 
     def term_stats(self, size: int) -> dict[str, tuple[float, float]]:
         """Mean and std of quality and diversity over `scale_samples` random subsets of `size` items."""
