@@ -51,6 +51,25 @@ def run_stage(args: list[str], env: dict[str, str]) -> dict:
     return {"seconds": run.seconds, "peak_rss_mb": run.peak_rss_mb, "log_tail": run.stdout[-600:]}
 
 
+def output_digest(stage: str, namespace: str) -> str:
+    """A digest of what the stage made, to compare engines: the manifest fingerprint of its sharded
+    output, or for the selection the hash of the selected ids in order."""
+    import hashlib
+
+    if stage == "selection":
+        path = ROOT / "data/07_model_output" / namespace / "selected_ids.parquet"
+        if not path.is_file():
+            return ""
+        import pandas as pd
+
+        ids = pd.read_parquet(path, columns=["id"])["id"].astype(str)
+        return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+    folder = {"ingest": "data/02_intermediate/{}/documents", "scoring": "data/04_feature/{}/scores",
+              "pruning": "data/05_model_input/{}/pruned_scores"}[stage].format(namespace)
+    manifest = ROOT / folder / "manifest.json"
+    return str(json.loads(manifest.read_text()).get("fingerprint", ""))[:16] if manifest.is_file() else ""
+
+
 def manifest_rows(path: Path) -> int:
     manifest = path / "manifest.json"
     return int(json.loads(manifest.read_text())["rows"]) if manifest.is_file() else -1
@@ -65,6 +84,9 @@ def main() -> None:
     parser.add_argument("--raters", default="fasttext_dclm,edu,wiki",
                         help="scoring.raters (default: DATAMASK's three quality components, App. A.5; 'all' = the "
                              "default config's six)")
+    parser.add_argument("--fasttext-threads", type=int, default=1,
+                        help="fastText training threads (1: bit-reproducible, so the local and Ray runs fit the same "
+                             "rater and their selections can be compared; the default config trains with 2)")
     parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
     parser.add_argument("--out", type=Path, default=RESULTS / "scale_chain.csv")
     parser.add_argument("--keep", action="store_true", help="keep each run's data folders")
@@ -90,6 +112,8 @@ def main() -> None:
                       "tracking.experiment_name=bench_chain"]
             if args.raters != "all":
                 common.append(f"scoring.raters=[{args.raters}]")
+            common += [f"scoring.fasttext_dclm.thread={args.fasttext_threads}",
+                       f"scoring.fasttext_ultrafineweb.thread={args.fasttext_threads}"]
             env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1",
                    "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg", "RAY_DEDUP_LOGS": "0"}
             for stage in STAGES:
@@ -104,7 +128,8 @@ def main() -> None:
                        "seconds": round(result["seconds"], 1),
                        "docs_per_s_per_core": round(docs / result["seconds"] / cores, 1) if docs > 0 else "",
                        "peak_rss_mb": round(result["peak_rss_mb"], 1), "cores": cores,
-                       "load_before": before, "load_after": loadavg()}
+                       "load_before": before, "load_after": loadavg(),
+                       "output_digest": output_digest(stage, namespace)}
                 rows.append(row)
                 print(row, flush=True)
             if not args.keep:

@@ -75,6 +75,22 @@ def test_one_datamask_block_in_its_own_process_equals_datamask_in_process(pruned
     assert again.metrics["selection_cache_hit"] == 1 and again.selected_ids.equals(run.selected_ids)
 
 
+@pytest.mark.parametrize("diversity", ["fl", "disf"])
+def test_block_tasks_equal_datamask_in_process_for_fl_on_unit_rows_and_disf_on_raw_rows(pruned, tmp_path, diversity):
+    # fl: the block file holds normalised rows and the objective keeps no copy (unit_rows);
+    # disf standardises the raw features, which the block file then holds
+    documents, scores, embeddings = pruned
+    frame, vectors, _ = _frames(documents, scores, embeddings)
+    config = {**DATAMASK, "diversity": diversity, "steps": 12}
+    run = run_selection_shards(scores, embeddings, documents, config, BUDGET, 3, tmp_path / "w", in_process_blocks=True)
+    expected = select("datamask", quality=frame["quality"].to_numpy(), embeddings=vectors,
+                      budget=int(run.metrics["budget_docs"]),
+                      config={k: v for k, v in config.items() if k != "method"}, seed=3)
+    assert run.selected_ids["id"].tolist() == frame["id"].iloc[expected.indices].tolist()
+    pd.testing.assert_frame_equal(run.history.drop(columns="wall_time_s"),
+                                  expected.history.drop(columns="wall_time_s"))
+
+
 SCRIPT = textwrap.dedent("""
     import sys
     from curation.selection.corpus import run_selection_shards

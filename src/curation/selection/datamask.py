@@ -353,8 +353,13 @@ def run_block(
     progress: Progress = None,
     progress_offset: int = 0,
     progress_total: int | None = None,
+    unit_rows: bool = False,
 ) -> BlockResult:
-    """Algorithm 1 on one block. `embeddings` (n, d) and `quality` (n,) on the target device."""
+    """Algorithm 1 on one block. `embeddings` (n, d) and `quality` (n,) on the target device.
+
+    ``unit_rows``: the rows are already ``F.normalize(embeddings, dim=1)`` (PWS and facility location
+    read only unit vectors), so the objective keeps no normalised copy (see ``Objective``).
+    """
     n = embeddings.shape[0]
     device = embeddings.device
     if budget <= 0 or budget >= n:  # nothing to learn
@@ -376,6 +381,7 @@ def run_block(
             seed=block_seed,
             disf_probes=disf_probes,
             fl_sims_dtype=cfg.fl_sims_dtype,
+            unit_rows=unit_rows,
         )
 
     objective = make_objective(cfg.disf_probes if hutchinson else 0)

@@ -94,10 +94,16 @@ class Objective:
         seed: int = 0,
         disf_probes: int = 0,
         fl_sims_dtype: str = "float32",
+        unit_rows: bool = False,
     ) -> None:
         if diversity not in DIVERSITIES:
             raise ValueError(f"diversity must be one of {DIVERSITIES}, got {diversity!r}")
         self.embeddings = embeddings  # (N, d)
+        # the caller passes F.normalize(embeddings, dim=1) itself (a DataMask block task writes its rows
+        # normalised): `unit` is then the input, not a second N x d copy; DiSF needs the raw features
+        self.unit_rows = bool(unit_rows)
+        if self.unit_rows and diversity in ("disf", "disf_block"):
+            raise ValueError(f"unit_rows: diversity={diversity!r} standardises the raw features, pass those")
         self.quality = quality.to(embeddings.dtype)  # (N,)
         self.n, self.d = embeddings.shape
         self.diversity = diversity
@@ -130,6 +136,8 @@ class Objective:
     @functools.cached_property
     def unit(self) -> torch.Tensor:
         """Unit vectors (N, d): cos(z_i, z_j) = unit_i . unit_j."""
+        if self.unit_rows:
+            return self.embeddings
         return F.normalize(self.embeddings, dim=1)
 
     @functools.cached_property

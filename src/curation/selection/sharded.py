@@ -121,14 +121,16 @@ def gather_rows(embeddings: ShardedDataset, positions: np.ndarray) -> np.ndarray
     return out
 
 
-def gather_to_file(embeddings: ShardedDataset, positions: np.ndarray, path: Path) -> np.ndarray:
+def gather_to_file(embeddings: ShardedDataset, positions: np.ndarray, path: Path, *,
+                   normalize: bool = False) -> np.ndarray:
     """:func:`gather_rows` into a block-local ``.npy`` file, returned memory-mapped (copy-on-write).
 
-    A DataMask block keeps its input rows for its whole run, but after the objective has
-    normalised them (``Objective.unit``, its own copy) they are read again only by the DiSF terms.
-    File-backed, clean pages are page cache the kernel can drop and re-read under memory pressure,
-    whereas an anonymous copy is not: the block's non-reclaimable memory is the objective's copy,
-    not two. Values are those of :func:`gather_rows` (NaN/inf refused, checked in slices)."""
+    A DataMask block reads its input rows for its whole run. File-backed, clean pages are page
+    cache the kernel can drop and re-read under memory pressure, whereas an anonymous copy is not. Values are those of :func:`gather_rows` (NaN/inf refused, checked in slices).
+
+    ``normalize``: write ``F.normalize(rows, dim=1)`` instead (row by row the same values as
+    normalising the whole matrix), for objectives that read only unit vectors: the objective then
+    keeps no copy at all (``run_block(..., unit_rows=True)``)."""
     positions = np.asarray(positions, dtype=np.int64)
     if len(positions) and (np.diff(positions) <= 0).any():
         raise ValueError("gather_to_file needs strictly increasing positions")
@@ -142,6 +144,11 @@ def gather_to_file(embeddings: ShardedDataset, positions: np.ndarray, path: Path
             part = embeddings.array(name, mmap=True)[rows[lo:lo + 65536]]
             if not np.isfinite(part).all():
                 raise ValueError(f"embeddings shard {name} has NaN or inf values (rows {rows[lo]}..)")
+            if normalize:
+                import torch
+                import torch.nn.functional as F
+
+                part = F.normalize(torch.from_numpy(part), dim=1).numpy()
             out[at:at + len(part)] = part
             at += len(part)
     out.flush()
@@ -211,11 +218,14 @@ def run_block_task(task: BlockTask) -> dict:
                                               "resume": True})
     positions = np.load(paths["positions"])
     quality = np.load(paths["quality"])
-    embeddings = gather_to_file(ShardedDataset(task.embeddings_root), positions, paths["rows"])
+    # PWS and facility location read only unit vectors: the block file holds them, so the block's
+    # anonymous memory holds no N x d copy (DiSF standardises the raw features: those are kept)
+    unit_rows = cfg.diversity in ("pws", "fl", "fl_sum")
+    embeddings = gather_to_file(ShardedDataset(task.embeddings_root), positions, paths["rows"], normalize=unit_rows)
     device = resolve_device(cfg.device)
     started = time.perf_counter()
     result = run_block(torch.from_numpy(embeddings).to(device), torch.from_numpy(quality).to(device), task.budget,
-                       cfg, seed=task.seed, block_id=task.block_id)
+                       cfg, seed=task.seed, block_id=task.block_id, unit_rows=unit_rows)
     del embeddings
     paths["rows"].unlink(missing_ok=True)
     selected = positions[result.indices]
