@@ -251,3 +251,22 @@ def test_nodes_prune_select_publish_and_describe(inputs, tmp_path):
     assert diag["selected_diagnosed_sample"] == 0
     assert diag["selected_diagnosed_candidates"] == len(published["pruned_scores"])
     assert diag["selected_size"] == 120
+
+
+def test_gpu_placement_of_block_tasks_and_ray_tasks():
+    import torch
+
+    from curation.selection.sharded import block_device
+    from curation.shards.executor import gpus_per_task
+
+    # one block per GPU: a bare cuda spreads blocks over the GPUs, an explicit index or cpu stays
+    assert [str(block_device("cuda", b, 4)) for b in range(5)] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:0"]
+    assert block_device("cuda", 3, 1) == torch.device("cuda")  # one visible GPU (a Ray task): as it is
+    assert block_device("cuda:2", 3, 4) == torch.device("cuda", 2)
+    assert block_device("cpu", 3, 4) == torch.device("cpu")
+    # Ray: "auto" reserves one GPU per task only on a cluster that has GPUs
+    assert gpus_per_task("auto", {"CPU": 2.0}) == 0.0
+    assert gpus_per_task("auto", {"CPU": 64.0, "GPU": 8.0}) == 1.0
+    assert gpus_per_task(0.5, {"GPU": 8.0}) == 0.5
+    with pytest.raises(ValueError, match="ray_num_gpus"):
+        gpus_per_task(-1, {})

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,9 @@ def embed_shards(documents: ShardedDataset, config: EmbedderConfig, folder: str 
         done.check_aligned_with(documents, name="embeddings")
         return done, True
     tasks = [ShardTask(n, partial(read_shard, str(documents.root), n, ("id", "text"))) for n in documents.names]
+    if engine is not None and engine.engine == "ray" and config.device != "cpu":
+        # a model on cuda/auto: each Ray task reserves a GPU when the cluster has one (else none, on CPU)
+        engine = replace(engine, ray_num_gpus="auto")
     try:
         run_shards(partial(embed_shard, config=config), tasks, {"embeddings": (folder, "array")}, engine,
                    desc="embeddings")

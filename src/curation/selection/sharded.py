@@ -222,7 +222,8 @@ def run_block_task(task: BlockTask) -> dict:
     # anonymous memory holds no N x d copy (DiSF standardises the raw features: those are kept)
     unit_rows = cfg.diversity in ("pws", "fl", "fl_sum")
     embeddings = gather_to_file(ShardedDataset(task.embeddings_root), positions, paths["rows"], normalize=unit_rows)
-    device = resolve_device(cfg.device)
+    device = block_device(resolve_device(cfg.device), task.block_id,
+                          torch.cuda.device_count() if torch.cuda.is_available() else 0)
     started = time.perf_counter()
     result = run_block(torch.from_numpy(embeddings).to(device), torch.from_numpy(quality).to(device), task.budget,
                        cfg, seed=task.seed, block_id=task.block_id, unit_rows=unit_rows)
@@ -235,6 +236,19 @@ def run_block_task(task: BlockTask) -> dict:
     info["block_seconds"] = time.perf_counter() - started
     atomic_write_text(paths["done"], json.dumps(info))
     return info
+
+
+def block_device(device, block_id: int, n_gpus: int):
+    """The device of one block task: a bare ``cuda`` (``device: cuda`` or ``auto`` on a GPU machine)
+    becomes ``cuda:<block_id mod n_gpus>``, so ``selection.block_workers`` = the number of GPUs runs one
+    block per GPU at once; an explicit ``cuda:i`` or ``cpu`` is kept. (Under Ray a block task reserves
+    one GPU and sees only that one: ``n_gpus`` is then 1.)"""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None and n_gpus > 1:
+        return torch.device("cuda", block_id % n_gpus)
+    return device
 
 
 def _run_blocks_local(tasks: Sequence[BlockTask], workers: int, in_process: bool) -> None:
@@ -255,8 +269,13 @@ def _run_blocks_local(tasks: Sequence[BlockTask], workers: int, in_process: bool
 def _run_blocks_ray(tasks: Sequence[BlockTask], engine: EngineConfig, workers: int) -> None:
     from curation.shards.executor import ray_session
 
+    from curation.shards.executor import gpus_per_task
+
     with ray_session(engine) as ray:
-        remote = ray.remote(num_cpus=max(1, tasks[0].threads) if tasks else 1, max_retries=2,
+        # a block on cuda/auto reserves one GPU when the cluster has any (one block per GPU at once)
+        on_gpu = bool(tasks) and str(tasks[0].config.get("device", "cpu")) != "cpu"
+        gpus = gpus_per_task("auto", ray.cluster_resources()) if on_gpu else 0.0
+        remote = ray.remote(num_cpus=max(1, tasks[0].threads) if tasks else 1, num_gpus=gpus, max_retries=2,
                             retry_exceptions=False)(run_block_task)
         ray.get([remote.remote(t) for t in tasks])
 

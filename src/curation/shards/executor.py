@@ -51,6 +51,9 @@ class EngineConfig:
     engine: str = "local"  # local | ray
     ray_address: str | None = None  # None = start a local Ray instance; "auto" / "ray://host:10001" = a cluster
     ray_num_cpus: float = 1.0  # CPUs reserved per shard task (fractional allowed)
+    # GPUs reserved per shard task: a number, or "auto" = 1 when the cluster has GPUs, else 0 (the
+    # embedding stage asks "auto" for a transformer model whose device is not "cpu")
+    ray_num_gpus: float | str = 0.0
     max_in_flight: int = 0  # Ray tasks submitted at once; 0 = 2 x cluster CPUs (bounds driver memory)
     progress: bool = True  # a progress line per finished shard
 
@@ -133,9 +136,24 @@ def ray_session(engine: EngineConfig):
             ray.shutdown()
 
 
+def gpus_per_task(setting: float | str, cluster_resources: Mapping[str, float]) -> float:
+    """GPUs a Ray task reserves: ``setting`` as a number, or for "auto" one GPU when the cluster has any.
+
+    Ray gives a task that reserves GPUs its own ``CUDA_VISIBLE_DEVICES`` (so ``device: auto`` finds the
+    GPU), and one that reserves none no GPU at all."""
+    if setting == "auto":
+        return 1.0 if float(cluster_resources.get("GPU", 0)) > 0 else 0.0
+    value = float(setting)
+    if value < 0:
+        raise ValueError(f"ray_num_gpus must be >= 0 or 'auto', got {setting!r}")
+    return value
+
+
 def _run_ray(fn, pending: Sequence[ShardTask], outputs, engine: EngineConfig, desc: str) -> None:
     with ray_session(engine) as ray:
-        remote = ray.remote(num_cpus=engine.ray_num_cpus, max_retries=2, retry_exceptions=False)(run_one)
+        gpus = gpus_per_task(engine.ray_num_gpus, ray.cluster_resources())
+        remote = ray.remote(num_cpus=engine.ray_num_cpus, num_gpus=gpus, max_retries=2,
+                            retry_exceptions=False)(run_one)
         limit = engine.max_in_flight or max(2, int(2 * ray.cluster_resources().get("CPU", 1)))
         queue = list(pending)
         in_flight: dict[Any, str] = {}
