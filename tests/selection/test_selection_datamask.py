@@ -245,9 +245,6 @@ def test_race_filter_returns_the_full_top_k_orderings(spread):
 
 def test_facility_location_steps_on_a_rounded_table_reach_the_exact_tables_value():
     # real static embeddings of 1,200 corpus documents; each selection is judged by the exact FL
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.sharded_inputs import corpus_frames
 
     from curation.selection.config import parse_selection_config

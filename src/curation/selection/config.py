@@ -23,6 +23,10 @@ from typing import Any, Mapping, Optional
 from curation.configuration import ConfigError, at_least, in_range, one_of, parse_dataclass
 
 DIVERSITIES = ("pws", "fl", "fl_sum", "disf", "disf_block")
+# the diversity terms that read only unit vectors (DiSF's standardise the raw features)
+UNIT_DIVERSITIES = ("pws", "fl", "fl_sum")
+# facility-location similarity tables of a DataMask step (see DataMaskConfig.fl_sims_dtype)
+FL_SIMS_DTYPES = ("float32", "int16", "int8", "auto")
 METHODS = ("datamask", "greedy", "topk_quality", "random", "semdedup", "dvrl")
 
 
@@ -137,8 +141,8 @@ class DataMaskConfig(ObjectiveConfig):
         _require(self.disf_estimator in ("exact", "hutchinson"), "disf_estimator",
                  f"must be 'exact' or 'hutchinson', got {self.disf_estimator!r}")
         _require(self.disf_probes >= 1, "disf_probes", f"must be >= 1, got {self.disf_probes}")
-        _require(self.fl_sims_dtype in ("float32", "int16", "int8", "auto"), "fl_sims_dtype",
-                 f"must be 'auto', 'float32', 'int16' or 'int8', got {self.fl_sims_dtype!r}")
+        _require(self.fl_sims_dtype in FL_SIMS_DTYPES, "fl_sims_dtype",
+                 f"must be one of {FL_SIMS_DTYPES}, got {self.fl_sims_dtype!r}")
         _require(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
         _require(self.steps >= 0, "steps", f"must be >= 0, got {self.steps}")
         _require(0.0 < self.batch_ratio <= 1.0, "batch_ratio", f"must be in (0, 1], got {self.batch_ratio}")

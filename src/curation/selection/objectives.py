@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from curation.selection.config import DIVERSITIES
+from curation.selection.config import DIVERSITIES, FL_SIMS_DTYPES, UNIT_DIVERSITIES
 
 # Upper bound on the elements of one temporary (G, S, x) tensor; masks are
 # evaluated in chunks of G so a step never allocates more (64M floats = 256 MB).
@@ -38,7 +38,6 @@ _MAX_REFERENCE_SIMS_BYTES = 1 << 30
 # Integer tables of cos in [-1, 1]: value = round(cos * scale). Rounding is monotone,
 # so max over a set of the rounded values is the rounded max (DataMask's FL step).
 FL_SIMS_SCALE = {"int16": 32767.0, "int8": 127.0}
-FL_SIMS_DTYPES = ("float32", "int16", "int8", "auto")
 
 
 def derive_seed(*parts: int) -> int:
@@ -102,7 +101,7 @@ class Objective:
         # the caller passes F.normalize(embeddings, dim=1) itself (a DataMask block task writes its rows
         # normalised): `unit` is then the input, not a second N x d copy; DiSF needs the raw features
         self.unit_rows = bool(unit_rows)
-        if self.unit_rows and diversity in ("disf", "disf_block"):
+        if self.unit_rows and diversity not in UNIT_DIVERSITIES:
             raise ValueError(f"unit_rows: diversity={diversity!r} standardises the raw features, pass those")
         self.quality = quality.to(embeddings.dtype)  # (N,)
         self.n, self.d = embeddings.shape

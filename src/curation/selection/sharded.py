@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import atomic_write, atomic_write_text, save_npy
-from curation.selection.config import parse_selection_config
+from curation.selection.config import UNIT_DIVERSITIES, parse_selection_config
 from curation.shards.executor import EngineConfig, ShardResult, ShardTask, run_shards
 from curation.shards.lineage import LineageError, check_manifest_inputs
 from curation.shards.store import ShardedDataset, ShardWriter
@@ -126,7 +126,8 @@ def gather_to_file(embeddings: ShardedDataset, positions: np.ndarray, path: Path
     """:func:`gather_rows` into a block-local ``.npy`` file, returned memory-mapped (copy-on-write).
 
     A DataMask block reads its input rows for its whole run. File-backed, clean pages are page
-    cache the kernel can drop and re-read under memory pressure, whereas an anonymous copy is not. Values are those of :func:`gather_rows` (NaN/inf refused, checked in slices).
+    cache the kernel can drop and re-read under memory pressure, whereas an anonymous copy is not.
+    Values are those of :func:`gather_rows` (NaN/inf refused, checked in slices).
 
     ``normalize``: write ``F.normalize(rows, dim=1)`` instead (row by row the same values as
     normalising the whole matrix), for objectives that read only unit vectors: the objective then
@@ -220,7 +221,7 @@ def run_block_task(task: BlockTask) -> dict:
     quality = np.load(paths["quality"])
     # PWS and facility location read only unit vectors: the block file holds them, so the block's
     # anonymous memory holds no N x d copy (DiSF standardises the raw features: those are kept)
-    unit_rows = cfg.diversity in ("pws", "fl", "fl_sum")
+    unit_rows = cfg.diversity in UNIT_DIVERSITIES
     embeddings = gather_to_file(ShardedDataset(task.embeddings_root), positions, paths["rows"], normalize=unit_rows)
     device = block_device(resolve_device(cfg.device), task.block_id,
                           torch.cuda.device_count() if torch.cuda.is_available() else 0)
@@ -267,9 +268,7 @@ def _run_blocks_local(tasks: Sequence[BlockTask], workers: int, in_process: bool
 
 
 def _run_blocks_ray(tasks: Sequence[BlockTask], engine: EngineConfig, workers: int) -> None:
-    from curation.shards.executor import ray_session
-
-    from curation.shards.executor import gpus_per_task
+    from curation.shards.executor import gpus_per_task, ray_session
 
     with ray_session(engine) as ray:
         # a block on cuda/auto reserves one GPU when the cluster has any (one block per GPU at once)
