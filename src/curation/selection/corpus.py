@@ -160,7 +160,7 @@ class ShardSelectionRun:
     metrics: dict[str, float]
 
 
-SELECTION_VERSION = "selection-shards-v1"
+SELECTION_VERSION = "selection-shards-v2"  # v2: the exact DataMask sampler (issue #20)
 
 
 def selection_key(pruned_scores: Any, pruned_embeddings: Any, documents: Any, selection: Mapping[str, Any],

@@ -48,6 +48,15 @@ log = logging.getLogger(__name__)
 
 Progress = Optional[Callable[[int, int], None]]
 
+# The sampler's arithmetic (issue #20: exact race, no e^80 cap); a checkpoint written by
+# another version is refused on resume instead of being continued with other draws.
+SAMPLER_VERSION = "exact-race-v2"
+# Policy health (issue #20): a block warns when softmax(L) has collapsed below this entropy
+# (a few items hold all the mass while a mask draws S >> 1), or when the returned mask's
+# joint objective falls short of the best recorded top-S mask by more than this share of |best|.
+COLLAPSE_ENTROPY_NATS = 0.5
+RETURNED_SHORTFALL_WARN = 0.01
+
 # Config keys that do not change the optimisation and may differ on resume.
 _RESUME_FREE_KEYS = {"checkpoint_every", "checkpoint_dir", "resume", "history_every", "device"}
 
@@ -59,70 +68,95 @@ def gumbel_top_k(logits: torch.Tensor, k: int, g: int, generator: torch.Generato
     """G orderings of k items drawn without replacement from softmax(logits) (Eq. 7).
 
     Exponential race (equivalent to Gumbel-top-k): with E_i ~ Exp(1) i.i.d., the
-    items in increasing order of E_i / e^{L_i} are a sequential Plackett-Luce
-    draw. E = -log(U) needs one log per key; the keys log(U) * e^{L_max - L_i}
-    are float32; e^{L_max - L} is computed once per step over the items and
-    capped at e^80 (items more than 80 nats below the best have draw probability
-    < 1e-34 either way); U = 0 (probability 2^-24) is clamped to the smallest
-    float32. Returns the item ids in draw order, shape (g, k).
+    items in increasing order of the arrival times E_i / e^{L_i} are a sequential
+    Plackett-Luce draw. Exact at every range of logits: no item's weight is capped
+    (an earlier cap at e^80 made every item more than 80 nats below the best equally
+    likely, so once a run's logits spread that far the masks became near-random
+    after the first few draws; issue #20). Returns the item ids in draw order, shape (g, k).
 
-    On CPU with k < n / 4 the k winners are found without a top-k over all n
-    keys (``_race_winners``); the result is the same ordering.
+    The exact form is a top-k over log-space keys log E_i - L_i in float64
+    (``race_log_keys``). On CPU with k < n / 4 the k winners are found without
+    keys for all n items (``_race_winners``): the same orderings, apart from
+    arrivals equal to float32 precision (relative 6e-8), which come in id order.
     """
-    lg = logits.float()
+    lg = logits.double()
     n = lg.shape[0]
-    inv_w = torch.exp((lg.max() - lg).clamp_max(80.0))  # (n,)
+    shifted = lg - lg.max()  # <= 0; the race is invariant to a shift of every logit
     u = torch.rand((g, n), dtype=torch.float32, device=lg.device, generator=generator)
     if lg.device.type == "cpu" and 4 * k < n and n < (1 << 20) and g < (1 << 12):
-        return _race_winners(u, inv_w, k)
-    keys = u.clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w)
-    return torch.topk(keys, k, dim=1, sorted=True).indices
+        order = _race_winners(u, shifted, k)
+        if order is not None:
+            return order
+    return torch.topk(race_log_keys(u, shifted), k, dim=1, largest=False, sorted=True).indices
 
 
-def _race_threshold(inv_w: torch.Tensor, target: float) -> float:
-    """A time t of the exponential race at which sum_i P(E_i inv_w_i < t) ~ target (within 2x).
+def race_log_keys(u: torch.Tensor, shifted: torch.Tensor) -> torch.Tensor:
+    """log arrival times log(-log U) - L (float64, any spread of L): smaller arrives first.
 
-    P(E_i inv_w_i < t) = 1 - exp(-t / inv_w_i) <= t / inv_w_i, so t >= target / sum(1 / inv_w);
+    U = 0 (probability 2^-24 per float32 draw) is clamped to the smallest float32.
+    """
+    return u.double().clamp_min_(torch.finfo(torch.float32).tiny).log_().neg_().log_().sub_(shifted)
+
+
+# The filtered race packs float32 arrival times; it runs while every arrival it can keep
+# is below this (2^100: float32 holds them with room, and each kept item's 1 / weight
+# is at most cut / (-log(1 - 2^-24)) < 2^125). Past it the exact log-space top-k runs.
+_RACE_MAX_CUT = 2.0**100
+
+
+def _race_threshold(weights: torch.Tensor, target: float) -> float:
+    """A time t of the exponential race at which sum_i P(E_i / w_i < t) ~ target (within 2x).
+
+    weights: e^{L_i - L_max} in float64 (items far below underflow to 0: never kept).
+    P(E_i / w_i < t) = 1 - exp(-t w_i) <= t w_i, so t >= target / sum(w);
     bisection in log t, at most 9 halvings of a 100-nat interval.
     """
-    p = inv_w.double().reciprocal_()
-    lo = float(np.log(target / float(p.sum())))
+    lo = float(np.log(target / float(weights.sum())))
     hi = lo + 100.0
     while hi - lo > 0.3:
         mid = 0.5 * (lo + hi)
-        if float((-torch.expm1(-np.exp(mid) * p)).sum()) < target:
+        if float((-torch.expm1(-np.exp(mid) * weights)).sum()) < target:
             lo = mid
         else:
             hi = mid
     return float(np.exp(hi))
 
 
-def _race_winners(u: torch.Tensor, inv_w: torch.Tensor, k: int) -> torch.Tensor:
+def _race_winners(u: torch.Tensor, shifted: torch.Tensor, k: int) -> torch.Tensor | None:
     """The k first arrivals of the race per row, in arrival order, from uniforms u (g, n).
 
-    Item i arrives before time t iff E_i inv_w_i < t iff U_i > exp(-t / inv_w_i),
-    so one comparison of u against a per-item cut keeps the items of the race's
-    first ~k + 6 sqrt(k) + 16 arrivals (t chosen so that is their expected
-    number; the count is a sum of independent Bernoullis, variance <= mean).
-    Only their arrival times E_i inv_w_i are computed (the same float32
-    -log(U) * inv_w as the full path's keys); each is packed with its row and
-    item id into one int64 (row | time bits | id: non-negative float32 bits
-    order like the floats), so one flat sort orders every row by arrival, ties
-    to the lower id. A row whose kept set might not hold its k first arrivals
-    (fewer than k kept, or the k-th arrival within 1e-4 of the cut: float
-    rounding) is redone with a top-k over all its keys, so the result is exact.
+    Item i arrives before time t iff E_i / w_i < t iff U_i > exp(-t w_i), so one
+    comparison of u against a per-item cut keeps the items of the race's first
+    ~k + 6 sqrt(k) + 16 arrivals (t chosen so that is their expected number; the
+    count is a sum of independent Bernoullis, variance <= mean). Only their arrival
+    times are computed, in float64 (-log U) / w_i and rounded to float32 (monotone,
+    so the order is the float64 order up to ties at float32 precision); each is
+    packed with its row and item id into one int64 (row | time bits | id:
+    non-negative float32 bits order like the floats), so one flat sort orders every
+    row by arrival, ties to the lower id. A row whose kept set might not hold its k
+    first arrivals (fewer than k kept, or the k-th arrival within 1e-4 of the cut:
+    float rounding) is redone with the exact log-space top-k over all its keys.
+    Returns None when the cut exceeds ``_RACE_MAX_CUT`` (the logits have spread so
+    far that k arrivals need items ~70+ nats below the best): the caller then runs
+    the exact top-k for every row.
     """
     g, n = u.shape
+    weights = torch.exp(shifted)  # float64; 1 for the best item
     target = min(float(n), k + 6.0 * np.sqrt(k) + 16.0)
-    t = _race_threshold(inv_w, target)
-    kept = u > torch.exp(-t / inv_w.double()).float()
+    t = _race_threshold(weights, target)
+    if t >= _RACE_MAX_CUT:
+        return None
+    cut = torch.exp(-t * weights).float()
+    # one float32 step down: a uniform on the grid between the exact cut and its rounding is kept
+    kept = u > torch.nextafter(cut, torch.zeros_like(cut))
     flat = torch.from_numpy(np.flatnonzero(kept.numpy()))  # row-major; 4x torch.nonzero's speed here
+    if len(flat) < k:  # (practically never: the expected count is k + 6 sqrt(k) + 16 per row)
+        return None
     rows = flat // n
     cols = flat - rows * n
-    arrival = u.view(-1)[flat].clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w[cols]).abs_()
+    e = u.view(-1)[flat].double().clamp_min_(torch.finfo(torch.float32).tiny).log_().neg_()
+    arrival = e.mul_(torch.exp(-shifted[cols])).float()
     packed = (rows << 51) | (arrival.view(torch.int32).long() << 20) | cols
-    if len(packed) < k:  # (practically never: the expected count is k + 6 sqrt(k) + 16 per row)
-        return torch.topk(u.clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w), k, dim=1).indices
     packed = torch.from_numpy(np.sort(packed.numpy()))  # numpy's SIMD sort: ~4x torch.sort on int64 here
     bounds = torch.searchsorted(packed, torch.arange(g + 1, dtype=torch.int64) << 51)  # row segments
     counts = bounds[1:] - bounds[:-1]
@@ -132,8 +166,7 @@ def _race_winners(u: torch.Tensor, inv_w: torch.Tensor, k: int) -> torch.Tensor:
     last = ((top[:, -1] >> 20) & 0x7FFFFFFF).int().view(torch.float32)  # k-th arrival time per row
     redo = torch.nonzero((counts < k) | (last >= t * (1.0 - 1e-4))).squeeze(1)
     if len(redo):
-        keys = u[redo].clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w)
-        order[redo] = torch.topk(keys, k, dim=1, sorted=True).indices
+        order[redo] = torch.topk(race_log_keys(u[redo], shifted), k, dim=1, largest=False, sorted=True).indices
     return order
 
 
@@ -317,7 +350,7 @@ class BlockResult:
 
 def _fingerprint(n: int, budget: int, seed: int, block_id: int, cfg: DataMaskConfig) -> dict:
     keys = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _RESUME_FREE_KEYS}
-    return {"n": n, "budget": budget, "seed": seed, "block_id": block_id, **keys}
+    return {"n": n, "budget": budget, "seed": seed, "block_id": block_id, "sampler": SAMPLER_VERSION, **keys}
 
 
 def _atomic_save(obj: dict, path: Path) -> None:
@@ -504,13 +537,68 @@ def run_block(
         "final_entropy": softmax_entropy(logits),
         "logit_min": float(logits.min()),
         "logit_max": float(logits.max()),
+        **policy_health(pd.DataFrame(rows), softmax_entropy(logits)),
     }
+    if info["warned"]:
+        log.warning("block %d: %s", block_id, health_message(info, cfg))
     if done is not None:
         _atomic_save(
             {"indices": torch.from_numpy(indices), "history": rows, "info": info, "fingerprint": fingerprint},
             done,
         )
     return BlockResult(indices, pd.DataFrame(rows), info)
+
+
+def policy_health(history: pd.DataFrame, final_entropy: float) -> dict:
+    """Did the returned mask keep what the logits learned? (issue #20)
+
+    ``best_topk_joint``: the best joint objective among the recorded top-S masks of the run;
+    ``returned_joint``: the mask returned; ``returned_shortfall`` = (best - returned) / |best|
+    (0 when the returned mask is at least as good). Flags (1.0 / 0.0, so they are metrics):
+    ``collapsed`` when the final entropy of softmax(L) is below ``COLLAPSE_ENTROPY_NATS``;
+    ``below_topk`` when the shortfall exceeds ``RETURNED_SHORTFALL_WARN``; ``warned`` if either.
+    """
+    topk = history[history["mask"] == "topk"] if len(history) else history
+    returned = history[history["mask"] == "returned"] if len(history) else history
+    collapsed = final_entropy < COLLAPSE_ENTROPY_NATS
+    out = {"collapsed": float(collapsed), "below_topk": 0.0, "warned": float(collapsed)}
+    if len(topk) and len(returned):
+        best, ret = float(topk["joint"].max()), float(returned["joint"].iloc[-1])
+        shortfall = max(0.0, best - ret) / max(abs(best), 1e-12)
+        below = shortfall > RETURNED_SHORTFALL_WARN
+        out.update({"best_topk_joint": best, "returned_joint": ret, "returned_shortfall": shortfall,
+                    "below_topk": float(below), "warned": float(collapsed or below)})
+    return out
+
+
+def health_message(info: dict, cfg: DataMaskConfig | None = None) -> str:
+    """One paragraph a user can act on when ``policy_health`` flags a block."""
+    parts = []
+    if info.get("collapsed"):
+        parts.append(f"the DataMask policy collapsed: the entropy of softmax(L) fell to "
+                     f"{info.get('final_entropy', float('nan')):.3g} nats (warn below {COLLAPSE_ENTROPY_NATS}), "
+                     f"the logits span {info.get('logit_max', 0) - info.get('logit_min', 0):.1f} nats")
+    if info.get("below_topk"):
+        parts.append(f"the returned (sampled) mask's objective is {100 * info.get('returned_shortfall', 0.0):.1f}% "
+                     f"below the best top-S mask of the learned logits (warn above {100 * RETURNED_SHORTFALL_WARN:g}%)")
+    lr = f" (now {cfg.lr:g})" if cfg is not None else ""
+    return ("; ".join(parts) + ". selection.final=topk returns the top-S of the learned logits; a lower "
+            f"selection.lr{lr} keeps the policy from collapsing (docs/selection.md, 'When the policy collapses').")
+
+
+def summarize_blocks(infos: list[dict]) -> dict:
+    """Run-level policy health over blocks (for metrics and the run summary)."""
+    infos = [i for i in infos if "final_entropy" in i]
+    if not infos:
+        return {}
+    return {
+        "final_entropy_min": min(float(i["final_entropy"]) for i in infos),
+        "logit_range_max": max(float(i["logit_max"]) - float(i["logit_min"]) for i in infos),
+        "returned_shortfall_max": max(float(i.get("returned_shortfall", 0.0)) for i in infos),
+        "blocks_collapsed": float(sum(float(i.get("collapsed", 0.0)) for i in infos)),
+        "blocks_below_topk": float(sum(float(i.get("below_topk", 0.0)) for i in infos)),
+        "blocks_warned": float(sum(float(i.get("warned", 0.0)) for i in infos)),
+    }
 
 
 def select_datamask(
@@ -543,5 +631,5 @@ def select_datamask(
         histories.append(result.history)
         blocks.append(result.info)
     history = pd.concat(histories, ignore_index=True) if any(len(h) for h in histories) else pd.DataFrame()
-    info = {"n_blocks": len(plan), "blocks": blocks}
+    info = {"n_blocks": len(plan), **summarize_blocks(blocks), "blocks": blocks}
     return np.sort(np.concatenate(picked)), history, info

@@ -293,7 +293,7 @@ def run_datamask_blocks(quality: np.ndarray, positions: np.ndarray, pruned_embed
     blocks in this process (for tests and debugging); otherwise each block is a spawned process
     (``block_workers`` at a time) or, with ``engine.engine == "ray"``, a Ray task.
     """
-    from curation.selection.datamask import plan_blocks
+    from curation.selection.datamask import plan_blocks, summarize_blocks
 
     cfg = parse_selection_config("datamask", config)
     q = np.asarray(quality, dtype=np.float64)
@@ -353,7 +353,7 @@ def run_datamask_blocks(quality: np.ndarray, positions: np.ndarray, pruned_embed
     if len(selected) != budget or len(np.unique(selected)) != budget:
         raise RuntimeError(f"datamask blocks returned {len(np.unique(selected))} unique of {len(selected)} "
                            f"positions, budget {budget}")
-    return selected.astype(np.int64), history, {**info, "blocks": infos}
+    return selected.astype(np.int64), history, {**info, **summarize_blocks(infos), "blocks": infos}
 
 
 # --- selected documents as shards ---

@@ -1,0 +1,121 @@
+"""DataMask on long runs: does the returned mask keep what the logits learned? (issue #20)
+
+N = 100k clustered unit vectors (the PWS problem of ``bench_datamask_pws_scale.py``),
+d = 384, 10% kept, PWS only (lam = 0), every other knob at the config default
+(lr 10, G 128, batch ratio 0.05, ``final: sample``). For each step count, the
+share of the random -> greedy PWS gap closed by the best recorded top-S mask of
+the learned logits and by the mask the run *returns*, the final entropy and the
+logit range, with
+
+- ``sampler=exact``: the project's sampler (``gumbel_top_k``: exact at any spread);
+- ``sampler=capped``: the sampler before issue #20, whose exponential race capped
+  every weight at e^80 below the best (kept here, and only here, to measure the bug).
+
+Runs of different lengths share their trajectory up to their end (same seed), so
+each row is its own run. Writes benchmarks/results/datamask_long_runs.csv and .png.
+
+    .venv/bin/python benchmarks/selection/bench_datamask_long_runs.py --f-greedy -0.207986518740654
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from curation.selection import datamask  # noqa: E402
+from curation.selection.config import parse_selection_config  # noqa: E402
+
+from bench_datamask_pws_scale import loadavg, pws_problem  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+EXACT = datamask.gumbel_top_k
+
+
+def capped_gumbel_top_k(logits: torch.Tensor, k: int, g: int, generator: torch.Generator) -> torch.Tensor:
+    """The pre-#20 sampler's arithmetic: race weights e^{L_max - L} capped at e^80 (the bug)."""
+    lg = logits.float()
+    inv_w = torch.exp((lg.max() - lg).clamp_max(80.0))
+    u = torch.rand((g, lg.shape[0]), dtype=torch.float32, device=lg.device, generator=generator)
+    keys = u.clamp_min_(torch.finfo(torch.float32).tiny).log_().mul_(inv_w)
+    return torch.topk(keys, k, dim=1, sorted=True).indices
+
+
+def run(emb: torch.Tensor, q: torch.Tensor, budget: int, steps: int, sampler: str, extra: dict) -> dict:
+    datamask.gumbel_top_k = EXACT if sampler == "exact" else capped_gumbel_top_k
+    try:
+        cfg = parse_selection_config("datamask", {"diversity": "pws", "lam": 0.0, "steps": steps,
+                                                  "history_every": max(1, steps // 20), "block_size": emb.shape[0], **extra})
+        t = time.perf_counter()
+        res = datamask.run_block(emb, q, budget, cfg, seed=0)
+        wall = time.perf_counter() - t
+    finally:
+        datamask.gumbel_top_k = EXACT
+    h = res.history
+    topk = h[h["mask"] == "topk"]
+    return {"best_topk_pws": float(topk["diversity"].max()), "last_topk_pws": float(topk["diversity"].iloc[-1]),
+            "returned_pws": float(h["diversity"].iloc[-1]), "final_entropy": res.info["final_entropy"],
+            "logit_min": res.info["logit_min"], "logit_max": res.info["logit_max"], "wall_s": wall,
+            "min_entropy": float(topk["entropy"].min())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--d", type=int, default=384)
+    parser.add_argument("--keep", type=float, default=0.1)
+    parser.add_argument("--steps", type=int, nargs="+", default=[1000, 2000, 6000])
+    parser.add_argument("--samplers", nargs="+", default=["exact", "capped"])
+    parser.add_argument("--f-greedy", type=float, required=True,
+                        help="greedy PWS on the same problem (bench_datamask_pws_scale.py measures it: ~11 min at 100k)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    emb, q, _, budget, f_random = pws_problem(args.n, args.d, args.keep)
+    rows = []
+    for sampler in args.samplers:
+        for steps in args.steps:
+            load = loadavg()
+            r = run(emb, q, budget, steps, sampler, {})
+            gap = lambda v: (v - f_random) / (args.f_greedy - f_random)  # noqa: E731
+            row = {"sampler": sampler, "steps": steps, "n": args.n, "d": args.d, "budget": budget,
+                   "f_random": f_random, "f_greedy": args.f_greedy, **r,
+                   "best_topk_gap": gap(r["best_topk_pws"]), "returned_gap": gap(r["returned_pws"]),
+                   "loadavg": load, "threads": args.threads}
+            print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+            rows.append(row)
+            args.out.mkdir(parents=True, exist_ok=True)
+            with open(args.out / "datamask_long_runs.csv", "w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for sampler, style in (("exact", "-o"), ("capped", "--x")):
+        sub = [r for r in rows if r["sampler"] == sampler]
+        if sub:
+            ax.plot([r["steps"] for r in sub], [r["returned_gap"] for r in sub], style, label=f"returned mask, {sampler} sampler")
+            ax.plot([r["steps"] for r in sub], [r["best_topk_gap"] for r in sub], style, alpha=0.4,
+                    label=f"best top-S of the logits, {sampler}")
+    ax.axhline(0.95, color="tab:red", lw=0.8, ls=":", label="95% of the gap")
+    ax.set_xlabel("steps")
+    ax.set_ylabel("share of random -> greedy PWS gap")
+    ax.set_title(f"DataMask long runs, N={args.n}, d={args.d}, {args.keep:.0%} kept, default knobs; "
+                 f"load {rows[0]['loadavg']}", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(args.out / "datamask_long_runs.png", dpi=120)
+    print("wrote", args.out / "datamask_long_runs.csv", "load now", os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()
