@@ -70,6 +70,28 @@ def output_digest(stage: str, namespace: str) -> str:
     return str(json.loads(manifest.read_text()).get("fingerprint", ""))[:16] if manifest.is_file() else ""
 
 
+# The selection's objective next to a random and the top-k quality subset of the same size (the run's
+# ``selection_metrics``, from MLflow), and the DataMask policy's health: a quality regression at scale
+# shows up in the CSV, not only a speed one (issue #20).
+SELECTION_COLUMNS = {"sel_quality_mean": "selected_quality_mean", "sel_pws": "selected_pairwise_similarity",
+                     "random_quality_mean": "selected_random_quality_mean",
+                     "random_pws": "selected_random_pairwise_similarity",
+                     "topk_quality_mean": "selected_topk_quality_mean", "topk_pws": "selected_topk_pairwise_similarity",
+                     "final_entropy_min": "info_final_entropy_min", "returned_shortfall_max": "info_returned_shortfall_max",
+                     "blocks_warned": "info_blocks_warned"}
+
+
+def selection_objectives(experiment: str) -> dict:
+    """SELECTION_COLUMNS of the latest run of ``experiment`` (the selection stage just run)."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{ROOT}/mlruns/mlflow.db")
+    found = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([found.experiment_id], order_by=["start_time DESC"], max_results=1) if found else []
+    metrics = runs[0].data.metrics if runs else {}
+    return {col: round(metrics[key], 5) if key in metrics else "" for col, key in SELECTION_COLUMNS.items()}
+
+
 def manifest_rows(path: Path) -> int:
     manifest = path / "manifest.json"
     return int(json.loads(manifest.read_text())["rows"]) if manifest.is_file() else -1
@@ -98,7 +120,8 @@ def main() -> None:
     rows: list[dict] = []
     if args.append and args.out.is_file():
         with args.out.open() as handle:
-            rows = [{k: (float(v) if k in ("seconds", "peak_rss_mb", "load_before", "load_after") else
+            rows = [{k: (float(v) if k in ("seconds", "peak_rss_mb", "load_before", "load_after") or
+                         (k in SELECTION_COLUMNS and v != "") else
                          int(v) if k in ("corpus_docs", "docs", "cores") else v) for k, v in r.items()}
                     for r in csv.DictReader(handle)]
     for n in args.sizes:
@@ -129,7 +152,9 @@ def main() -> None:
                        "docs_per_s_per_core": round(docs / result["seconds"] / cores, 1) if docs > 0 else "",
                        "peak_rss_mb": round(result["peak_rss_mb"], 1), "cores": cores,
                        "load_before": before, "load_after": loadavg(),
-                       "output_digest": output_digest(stage, namespace)}
+                       "output_digest": output_digest(stage, namespace),
+                       **(selection_objectives("bench_chain") if stage == "selection" else
+                          dict.fromkeys(SELECTION_COLUMNS, ""))}
                 rows.append(row)
                 print(row, flush=True)
             if not args.keep:
@@ -140,7 +165,7 @@ def main() -> None:
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(handle, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
         writer.writeheader()
         writer.writerows(rows)
     png = plot(rows, args.out.with_suffix(".png"))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import resource
 import time
 from pathlib import Path
 
@@ -102,6 +103,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--no-mlflow", action="store_true")
+    parser.add_argument("--tag", default="", help="suffix of the output stem (datamask_pws_<n><tag>)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     load0 = loadavg()
@@ -148,10 +150,13 @@ def main() -> None:
                "settle_time_literal_s": float(wall[i_literal]) if i_literal >= 0 else float("nan"),
                "batch_ratio": args.batch_ratio, "lr": args.lr, "group_size": args.group_size, "steps": args.steps,
                "greedy_value_from": "argument" if args.f_greedy is not None else ("measured" if not args.no_greedy else "none"),
+               "returned_vs_best_topk_gap": ((ret - f_random) / (float(np.max(values)) - f_random)),
+               "final_entropy": res.info["final_entropy"], "logit_range": res.info["logit_max"] - res.info["logit_min"],
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                "threads": args.threads, "loadavg_before": load0, "loadavg_after": loadavg()}
     print(summary, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"datamask_pws_{args.n}"
+    stem = f"datamask_pws_{args.n}{args.tag}"
     csv_path, png_path = args.out / f"{stem}.csv", args.out / f"{stem}.png"
     with open(csv_path, "w", newline="") as fh:
         fh.write("# " + "; ".join(f"{k}={v}" for k, v in summary.items()) + "\n")

@@ -327,7 +327,8 @@ def test_policy_health_flags_a_forced_collapse_and_the_summary_warns(caplog):
     cfg = {"diversity": "pws", "lam": 0.0, "steps": 150, "history_every": 10}
     with caplog.at_level("WARNING", logger="curation.selection.datamask"):
         hot = select("datamask", quality=q, embeddings=emb, budget=300, config={**cfg, "lr": 1e5}, seed=0)
-    assert hot.info["blocks_collapsed"] == 1.0 and hot.info["blocks_warned"] == 1.0
+    assert hot.info["blocks_collapsed"] == hot.info["blocks_premature"] == hot.info["blocks_warned"] == 1.0
+    assert hot.info["blocks"][0]["collapse_step"] <= 20
     assert hot.info["final_entropy_min"] < 0.5 and hot.info["logit_range_max"] > 1000.0
     assert "policy collapsed" in caplog.text and "selection.final=topk" in caplog.text
     block = hot.info["blocks"][0]
@@ -346,7 +347,7 @@ def test_policy_health_flags_a_forced_collapse_and_the_summary_warns(caplog):
         (section,) = [s for s in build_sections(record) if s.title.startswith("selection")]
         return dict(section.rows)
 
-    assert "policy collapsed" in summary(hot.info)["WARNING"]
+    assert "policy collapsed early" in summary(hot.info)["WARNING"]
     assert "WARNING" not in summary(calm.info)
 
 
@@ -369,4 +370,4 @@ def test_long_runs_at_100k_return_the_mask_the_logits_learned():
         best, returned = float(topk["diversity"].max()), float(sel.history["diversity"].iloc[-1])
         assert returned >= best - 0.01 * abs(best), (steps, returned, best)
         assert (returned - f_random) >= 0.95 * (best - f_random), (steps, returned, best, f_random)
-        assert sel.info["final_entropy_min"] > 0.5 and sel.info["blocks_warned"] == 0.0
+        assert sel.info["blocks_warned"] == 0.0  # (the entropy may fall late in the run: harmless, see policy_health)
