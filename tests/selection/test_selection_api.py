@@ -129,6 +129,47 @@ def test_semdedup_keep_rules(data, keep):
     assert len(sel.indices) == 120
 
 
+def _pairs_around_two_centroids():
+    """Two clusters (around e0 and e3 in R^4) of 4 near-duplicate pairs each, built by hand.
+
+    Pair p of a cluster with axis a sits at angle theta_p from a, in the direction phi_p = p * 90 deg of the
+    (e1, e2) plane; its two members are theta_p (the "near" one) and theta_p + 0.02 rad (the "far" one) from
+    the axis, so they are cos(0.02) = 0.9998 similar. By symmetry each cluster's centroid is its axis. Members
+    of different pairs (phi 90 deg or more apart) are at most cos(0.3) cos(0.4) = 0.88 similar, those of
+    different clusters at most sin(0.62)^2 = 0.34, so one item per pair survives a budget of 8: `hard`
+    keeps the far member (farthest from the centroid first), `easy` the near one, `quality` the better-rated
+    one (near for even p, far for odd p).
+    """
+    rows, near, far, q = [], [], [], []
+    for axis in (0, 3):
+        for p, theta in enumerate((0.3, 0.4, 0.5, 0.6)):
+            phi = p * np.pi / 2
+            for member, t in (("near", theta), ("far", theta + 0.02)):
+                v = np.zeros(4)
+                v[axis], v[1], v[2] = np.cos(t), np.sin(t) * np.cos(phi), np.sin(t) * np.sin(phi)
+                (near if member == "near" else far).append(len(rows))
+                q.append(1.0 if (member == "near") == (p % 2 == 0) else 0.0)
+                rows.append(v)
+    return np.array(rows), np.array(q), np.array(near), np.array(far)
+
+
+@pytest.mark.parametrize("keep", ["hard", "easy", "quality"])
+def test_semdedup_keep_rule_picks_the_member_of_each_pair_by_hand(keep):
+    emb, q, near, far = _pairs_around_two_centroids()
+    # the construction: one pair per near/far index, at cos 0.9998; any two items of different pairs far less
+    sims = emb @ emb.T
+    assert np.allclose(sims[near, far], np.cos(0.02))
+    other = sims.copy()
+    other[near, far] = other[far, near] = -1
+    np.fill_diagonal(other, -1)
+    assert other.max() < 0.9
+    sel = select("semdedup", quality=q, embeddings=emb, budget=8, config={"n_clusters": 2, "keep": keep}, seed=0)
+    expected = {"hard": far, "easy": near,
+                "quality": np.where(np.arange(8) % 4 % 2 == 0, near, far)}[keep]
+    assert sel.indices.tolist() == sorted(expected.tolist())
+    assert sel.info["eps_effective"] > 0.1  # the kept items are less than 0.9 similar to anything before them
+
+
 def test_dvrl_seen_unseen_evaluation(data):
     emb, q, _ = data
     sel = select("dvrl", quality=q, embeddings=emb, budget=30, config={"iterations": 30, "batch_size": 100, "unseen_fraction": 0.5})
