@@ -21,6 +21,8 @@ from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
 from curation.metarater.proxy import ProxyBench
 
+pytestmark = pytest.mark.slow  # a `curate -m` multirun and two metarater Kedro jobs: ~3.5 min on 2 busy cores
+
 # 12 proxies of 4 optimizer steps; LightGBM on 6 training rows needs leaves and bins of one row.
 OVERRIDES = [
     "metarater.num_proxies=12", "metarater.keep_frac=0.2", "metarater.validation.max_tokens=3000",

@@ -22,6 +22,8 @@ from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
 from tests.conftest import CORPUS_DIR, make_project
 
+pytestmark = pytest.mark.slow  # the default job, then pretrain/evaluate/verification/table2 Kedro jobs: minutes
+
 UPSTREAM = [
     f"data.path={CORPUS_DIR}", "data.max_docs=60",
     "scoring.fasttext_dclm.bucket=50000", "scoring.fasttext_ultrafineweb.bucket=50000",

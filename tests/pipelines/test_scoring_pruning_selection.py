@@ -11,6 +11,8 @@ from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
 from tests.conftest import CORPUS_DIR
 
+pytestmark = pytest.mark.slow  # whole Kedro jobs and a `curate -m` sweep: ~3 min on 2 busy cores
+
 # Small but real: fastText hash tables of 2M buckets x 256 dims would allocate 2 GB per model.
 FAST = [
     f"data.path={CORPUS_DIR}", "data.max_docs=250",
