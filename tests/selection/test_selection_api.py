@@ -87,6 +87,7 @@ def test_min_quality_prunes_in_place_for_every_method(data):
     ],
 )
 def test_errors(data, kwargs, match):
+    kwargs = dict(kwargs)  # popped below: leave the parameter itself intact for a re-run in the same process
     emb, q, _ = data
     emb, q = emb.copy(), q.copy()
     if kwargs.pop("nan_embeddings", False):
