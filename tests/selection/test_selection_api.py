@@ -171,6 +171,41 @@ def test_semdedup_keep_rule_picks_the_member_of_each_pair_by_hand(keep):
     assert sel.info["eps_effective"] > 0.1  # the kept items are less than 0.9 similar to anything before them
 
 
+def test_semdedup_is_cosine_based_scaled_rows_and_a_zero_row():
+    """Scaling rows by positive factors changes no cosine, so not the selection; a zero row (no direction)
+    is similar to nothing and is kept as unique (found by mutation testing: x * |x| for x / |x| survived)."""
+    emb, q, near, far = _pairs_around_two_centroids()
+    scales = np.linspace(0.05, 20.0, len(emb))[::-1]
+    sel = select("semdedup", quality=q, embeddings=emb * scales[:, None], budget=8,
+                 config={"n_clusters": 2, "keep": "hard"}, seed=0)
+    assert sel.indices.tolist() == sorted(far.tolist())
+    with_zero = np.vstack([emb, np.zeros(4)])
+    sel = select("semdedup", quality=np.append(q, 0.0), embeddings=with_zero, budget=9,
+                 config={"n_clusters": 2, "keep": "hard"}, seed=0)
+    assert sel.indices.tolist() == sorted([*far.tolist(), len(emb)])
+
+
+def test_max_earlier_similarity_by_hand_counts_only_earlier_items_of_the_same_cluster():
+    from curation.selection.semdedup import max_earlier_similarity
+
+    e = np.eye(3)
+    # items 0 and 1 are identical but in different clusters; 2 and 3 share cluster 2 at cos 0.6
+    unit = np.array([e[0], e[0], e[1], 0.6 * e[1] + 0.8 * e[2]])
+    labels = np.array([0, 1, 2, 2])
+    m = max_earlier_similarity(unit, labels, order_key=np.array([0.0, 1.0, 2.0, 3.0]))
+    assert m.tolist() == pytest.approx([-np.inf, -np.inf, -np.inf, 0.6])
+    # the order decides which of 2 and 3 comes first: reversed, 2 gets the 0.6
+    m = max_earlier_similarity(unit, labels, order_key=np.array([0.0, 1.0, 3.0, 2.0]))
+    assert m.tolist() == pytest.approx([-np.inf, -np.inf, 0.6, -np.inf])
+
+
+def test_semdedup_random_keep_is_seeded(data):
+    emb, q, _ = data
+    runs = [select("semdedup", quality=q, embeddings=emb, budget=60, config={"n_clusters": 6, "keep": "random"},
+                   seed=s).indices.tolist() for s in (3, 3, 4)]
+    assert runs[0] == runs[1] and runs[0] != runs[2]
+
+
 def test_dvrl_seen_unseen_evaluation(data):
     emb, q, _ = data
     sel = select("dvrl", quality=q, embeddings=emb, budget=30, config={"iterations": 30, "batch_size": 100, "unseen_fraction": 0.5})
