@@ -185,6 +185,45 @@ def test_semdedup_is_cosine_based_scaled_rows_and_a_zero_row():
     assert sel.indices.tolist() == sorted([*far.tolist(), len(emb)])
 
 
+@pytest.mark.parametrize(("budget", "adjust", "expected", "info"), [
+    # eps = 0.01: the 8 far members survive (M < 0.88; the near ones are 0.9998 similar to them), q of the far
+    # members (indices 1, 3, ..., 15) is 0 for even pairs, 1 for odd. Trimming by quality drops the two
+    # worst-ranked by (-q, index): 9 and 13; topping up by quality adds the near members of q 1 with the
+    # lowest index: 0 and 4. Trimming by similarity drops the two largest M: pair 0's far members (1 and 9),
+    # M = cos(0.32) cos(0.4) = 0.874 (pair 1's is cos(0.42) cos(0.5) = 0.801, pair 2's 0.716, pair 3 first).
+    (6, "quality", [1, 3, 5, 7, 11, 15], {"trimmed": 2, "topped_up": 0}),
+    (10, "quality", [0, 1, 3, 4, 5, 7, 9, 11, 13, 15], {"trimmed": 0, "topped_up": 2}),
+    (6, "similarity", [3, 5, 7, 11, 13, 15], {"trimmed": 2, "topped_up": 0}),
+])
+def test_semdedup_fixed_eps_trims_and_tops_up_by_hand(budget, adjust, expected, info):
+    emb, q, _, _ = _pairs_around_two_centroids()
+    sel = select("semdedup", quality=q, embeddings=emb, budget=budget,
+                 config={"n_clusters": 2, "keep": "hard", "eps": 0.01, "adjust": adjust}, seed=0)
+    assert sel.indices.tolist() == expected
+    assert {k: sel.info[k] for k in ("trimmed", "topped_up", "survivors_at_eps", "eps_effective", "dropped",
+                                     "n_clusters", "tie_broken")} == {
+        **info, "survivors_at_eps": 8, "eps_effective": 0.01, "dropped": 16 - budget, "n_clusters": 2,
+        "tie_broken": 0}
+
+
+def test_semdedup_ties_and_the_threshold_itself_by_hand():
+    emb, q, _, _ = _pairs_around_two_centroids()
+    # budget 1: the two items first in their cluster (far members of pair 3: 7 and 15) tie at M = -inf; the
+    # higher quality wins (15), the other counts as tie-broken, and there is no finite eps
+    q = q.copy()
+    q[15] = 2.0
+    sel = select("semdedup", quality=q, embeddings=emb, budget=1, config={"n_clusters": 2, "keep": "hard"}, seed=0)
+    assert sel.indices.tolist() == [15]
+    assert (sel.info["tie_broken"], sel.info["eps_effective"], sel.info["survivors_at_eps"]) == (1, None, 1)
+    # FAIR keeps M <= 1 - eps: with eps = 1, a zero row (last by `easy`, M = 0 exactly: it is similar to
+    # nothing) survives next to the two first items of the clusters
+    with_zero = np.vstack([emb, np.zeros(4)])
+    sel = select("semdedup", quality=np.append(q, 0.0), embeddings=with_zero, budget=3,
+                 config={"n_clusters": 2, "keep": "easy", "eps": 1.0}, seed=0)
+    assert sel.info["survivors_at_eps"] == 3 and sel.info["trimmed"] == sel.info["topped_up"] == 0
+    assert 16 in sel.indices.tolist()
+
+
 def test_max_earlier_similarity_by_hand_counts_only_earlier_items_of_the_same_cluster():
     from curation.selection.semdedup import max_earlier_similarity
 
