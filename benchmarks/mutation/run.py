@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results" / "mutation.csv"
 COLUMNS = ["module", "mutants", "killed", "survived", "timeout", "other", "kill_rate", "seconds", "date", "note"]
 
-# module (under src/curation/) -> the test files that exercise it (the fast ones: no Kedro job, no subprocess)
+# module (under src/curation/) -> the test files that exercise it (the fast ones: no Kedro job, no subprocess),
+# then any other pytest arguments (a -k expression)
 MODULES: dict[str, list[str]] = {
     "scoring/merge": ["tests/scoring/test_scoring_merge.py"],
     "scoring/redpajama": ["tests/scoring/test_scoring_redpajama.py"],
@@ -44,8 +45,8 @@ MODULES: dict[str, list[str]] = {
     "metarater/core": ["tests/metarater/test_metarater_core.py", "tests/metarater/test_metarater_compare.py"],
     "metarater/compare": ["tests/metarater/test_metarater_compare.py"],
     "selection/objectives": ["tests/selection/test_selection_objectives.py"],
-    "selection/semdedup": ["tests/selection/test_selection_api.py"],
-    "selection/dvrl": ["tests/selection/test_selection_api.py"],
+    "selection/semdedup": ["tests/selection/test_selection_api.py", "-k", "semdedup"],
+    "selection/dvrl": ["tests/selection/test_selection_api.py", "-k", "dvrl"],
     "selection/greedy": ["tests/selection/test_selection_greedy.py", "tests/selection/test_selection_disf.py"],
     "selection/datamask": ["tests/selection/test_selection_datamask.py"],
     "verification/anneal": ["tests/verification/test_verification_anneal.py"],
@@ -105,7 +106,8 @@ def run_module(module: str, mutmut: str, work: Path, max_children: int) -> dict[
     (root / "mutmut_run.log").write_text(run.stdout + run.stderr)
     listed = subprocess.run([mutmut, "results", "--all", "true"], cwd=root, env=env, capture_output=True, text=True)
     statuses = {m.group(1): m.group(2) for m in map(RESULT_LINE.match, listed.stdout.splitlines()) if m}
-    if run.returncode != 0 and not statuses:
+    if run.returncode != 0 or not statuses or all(s == "not checked" for s in statuses.values()):
+        # e.g. "Failed to run clean test": the unmutated tests must pass first
         sys.exit(f"mutmut failed on {module} (exit {run.returncode}); see {root / 'mutmut_run.log'}")
     survivors = sorted(name for name, status in statuses.items() if status != "killed")
     (root / "survivors.txt").write_text("".join(f"{n}: {statuses[n]}\n" for n in survivors))
