@@ -224,7 +224,7 @@ def test_semdedup_ties_and_the_threshold_itself_by_hand():
     assert 16 in sel.indices.tolist()
 
 
-def test_max_earlier_similarity_by_hand_counts_only_earlier_items_of_the_same_cluster():
+def test_semdedup_max_earlier_similarity_by_hand_counts_only_earlier_items_of_the_same_cluster():
     from curation.selection.semdedup import max_earlier_similarity
 
     e = np.eye(3)
