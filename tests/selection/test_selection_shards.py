@@ -184,6 +184,7 @@ def test_a_pruned_corpus_of_other_documents_is_refused(tmp_path):
         run_selection_shards(out.scores, out.embeddings, reingested, DATAMASK, BUDGET, 0, tmp_path / "w")
 
 
+@pytest.mark.slow  # starts a Ray cluster
 def test_ray_equals_local_for_pruning_blocks_and_selected_documents(pruned, pruned_inputs, tmp_path):
     pytest.importorskip("ray")
     import ray
