@@ -38,6 +38,48 @@ def test_aggregation_picks_what_a_hand_computation_picks():
         minmax_scale(np.array([[np.nan, 1.0]]))
 
 
+def test_minmax_scale_to_another_range_and_a_constant_rater_by_hand():
+    """Found by mutation testing: the [0, 5] default hid hi + lo for hi - lo, a constant column was untested."""
+    scores = np.array([[0.0, 7.0], [10.0, 7.0], [5.0, 7.0]])  # rater 1 is constant
+    assert np.allclose(minmax_scale(scores, lo=1.0, hi=3.0), [[1.0, 1.0], [3.0, 1.0], [2.0, 1.0]])
+    with pytest.raises(ValueError, match="shape"):
+        minmax_scale(np.array([1.0, 2.0]))
+
+
+class _Quadratic:
+    """A known loss landscape with the `predict` of a fitted regressor."""
+
+    def __init__(self, optimum):
+        self.optimum = np.asarray(optimum)
+
+    def predict(self, w):
+        return 3.0 + ((np.asarray(w) - self.optimum) ** 2).sum(axis=1)
+
+
+def test_search_keeps_the_true_top_k_of_real_candidates_and_is_seeded():
+    model = _Quadratic([0.5, 0.3, 0.2])
+    w_star, top = search_weights(model, 3, n_candidates=5000, top_k=16, batch=1200, seed=4)
+    # every kept row is a real candidate (a weight vector) with its own predicted loss, lowest first
+    weights = top[["w0", "w1", "w2"]].to_numpy()
+    assert len(top) == 16 and np.allclose(weights.sum(axis=1), 1.0) and (weights >= 0).all()
+    assert np.allclose(top["predicted_loss"], model.predict(weights)) and top["predicted_loss"].is_monotonic_increasing
+    assert np.allclose(w_star, weights.mean(axis=0) / weights.mean(axis=0).sum())
+    # the same candidates in one batch: the batched search keeps the same top 16
+    one_batch, top_one = search_weights(model, 3, n_candidates=5000, top_k=16, batch=5000, seed=4)
+    assert np.allclose(np.sort(top_one["predicted_loss"]), np.sort(top["predicted_loss"]))
+    again, _ = search_weights(model, 3, n_candidates=5000, top_k=16, batch=1200, seed=4)
+    other, _ = search_weights(model, 3, n_candidates=5000, top_k=16, batch=1200, seed=5)
+    assert np.array_equal(again, w_star) and not np.array_equal(other, w_star)
+
+
+def test_search_defaults_are_the_papers():
+    """Meta-rater Sec. 3.2: 200k Dirichlet(1) candidates, w* = mean of the best 128."""
+    import inspect
+
+    params = inspect.signature(search_weights).parameters
+    assert (params["n_candidates"].default, params["top_k"].default, params["alpha"].default) == (200_000, 128, 1.0)
+
+
 def _loss(w: np.ndarray, optimum: np.ndarray) -> np.ndarray:
     return 3.0 + 4.0 * ((w - optimum) ** 2).sum(axis=1)
 
