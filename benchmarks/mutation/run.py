@@ -60,10 +60,11 @@ only_mutate = ["{module_file}"]
 pytest_add_cli_args_test_selection = [{tests}]
 pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]
 also_copy = ["conf", "data", "src"]
-# mutmut times a test's call phase only, not its session fixtures (the corpus, a trained model), which every
-# mutant's fresh pytest session rebuilds: without a constant of this order every mutant "times out"
-timeout_constant = 60.0
-timeout_multiplier = 3.0
+# CPU-seconds limit per mutant = (the covering tests' call time + constant) x multiplier x 2. mutmut times a
+# test's call phase only, not its session fixtures (the corpus, a trained model), which every mutant's fresh
+# pytest session rebuilds: without a constant of this order every mutant "times out"; 120 CPU-s at least
+timeout_constant = 30.0
+timeout_multiplier = 2.0
 """
 
 # `mutmut results --all true` lines: "    curation.scoring.merge.x_quantile_map__mutmut_3: killed"
