@@ -60,6 +60,7 @@ def test_search_keeps_the_true_top_k_of_real_candidates_and_is_seeded():
     model = _Quadratic([0.5, 0.3, 0.2])
     w_star, top = search_weights(model, 3, n_candidates=5000, top_k=16, batch=1200, seed=4)
     # every kept row is a real candidate (a weight vector) with its own predicted loss, lowest first
+    assert list(top.columns) == ["predicted_loss", "w0", "w1", "w2"]  # search_optimal_weights renames by position
     weights = top[["w0", "w1", "w2"]].to_numpy()
     assert len(top) == 16 and np.allclose(weights.sum(axis=1), 1.0) and (weights >= 0).all()
     assert np.allclose(top["predicted_loss"], model.predict(weights)) and top["predicted_loss"].is_monotonic_increasing
@@ -118,8 +119,8 @@ def test_fit_regressor_splits_metrics_and_settings_by_hand():
     assert (tiny["n_test"], tiny["n_early_stop"], tiny["n_train"]) == (1, 1, 3) and np.isnan(tiny["spearman_test"])
     _, two = fit_regressor(w[:8], losses[:8], RegressionConfig(model="ridge", test_frac=0.25, early_stop_frac=0.25))
     assert two["n_test"] == 2 and np.isnan(two["spearman_test"])
-    with pytest.raises(ValueError, match="3 weight vectors but 4 losses"):
-        fit_regressor(w[:3], losses[:4], cfg)
+    with pytest.raises(ValueError, match="5 weight vectors but 4 losses"):  # 5 rows of 3 raters
+        fit_regressor(w[:5], losses[:4], cfg)
 
 
 def _loss(w: np.ndarray, optimum: np.ndarray) -> np.ndarray:
