@@ -37,6 +37,19 @@ LEFTOVER_GRACE_S = 15.0
 
 
 @pytest.fixture(autouse=True)
+def _restore_torch_threads():
+    """Put torch's global intra-op thread count back after each test: training, evaluation, the embedder
+    and block tasks call ``torch.set_num_threads``, and without this the setting of one test would leak
+    into every later one (a test's speed, and any thread-dependent rounding, would depend on the order)."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != before:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
 def _note_new_processes(request: pytest.FixtureRequest):
     """Remember in which test each process of the run appeared (for the session-end report)."""
     yield

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from curation.pipeline_registry import DEFAULT_PIPELINES
 
 BIN = Path(sys.executable).parent
@@ -28,6 +30,7 @@ def _flowchart_labels(page, kind: str, expected: set[str], timeout_s: float = 60
         time.sleep(0.25)
 
 
+@pytest.mark.slow  # `kedro viz` and Chromium
 def test_kedro_viz_draws_the_pipelines(project, page, start_server, save_screenshot):
     base = start_server([str(BIN / "kedro"), "viz", "run", "--host", "127.0.0.1", "--port", "{port}",
                          "--no-browser"], project, "/api/main").wait_ready()

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import mlflow
+import pytest
 
 from curation.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 from tests.conftest import CORPUS_DIR
@@ -31,6 +32,7 @@ def _close_side_panels(page) -> None:
             pass
 
 
+@pytest.mark.slow  # a `curate -m` sweep, `mlflow server` and Chromium
 def test_mlflow_ui_from_the_experiments_list_to_a_compare_view(project, page, start_server, save_screenshot):
     store = f"sqlite:///{project}/mlruns/mlflow.db"
     (project / "mlruns").mkdir()

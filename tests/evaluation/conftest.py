@@ -14,9 +14,13 @@ WORDS = ["<|endoftext|>", "[UNK]", "the", "sky", "is", "blue", "green", "water",
          "wet", "dry", "grass", "red", "say"]
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
 def _modest_threads():
+    # per test, restored after it (tests/conftest.py also restores what the code under test sets)
+    before = torch.get_num_threads()
     torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

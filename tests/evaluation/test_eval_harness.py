@@ -75,9 +75,13 @@ def test_the_harness_runs_a_local_task_on_our_checkpoint(saved, tmp_path):
     got = results["results"]["curation_tiny_mc"]
     # the same three items scored by our own log-likelihood scorer: same accuracy
     scorer = LMScorer(model, tok, batch_size=4)
-    correct = 0
+    # The harness asks for context + target_delimiter (" ") + choice; acc takes the argmax of the
+    # log-likelihoods, acc_norm of the log-likelihoods over the choice's length in characters.
+    correct, correct_norm = 0, 0
     for item in items:
-        scores = [s for s, _ in scorer.loglikelihood([(item["question"], c) for c in item["choices"]])]
+        scores = [s for s, _ in scorer.loglikelihood([(item["question"], " " + c) for c in item["choices"]])]
+        norm = [s / len(c) for s, c in zip(scores, item["choices"])]
         correct += int(max(range(len(scores)), key=scores.__getitem__) == item["label"])
+        correct_norm += int(max(range(len(norm)), key=norm.__getitem__) == item["label"])
     assert got["acc,none"] == pytest.approx(correct / 3)
-    assert 0.0 <= got["acc_norm,none"] <= 1.0
+    assert got["acc_norm,none"] == pytest.approx(correct_norm / 3)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import mlflow
+import pytest
 import yaml
 
 from curation.config_loader import compose_config
@@ -23,6 +24,7 @@ def _run(args: list[str], project: Path) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.slow  # a `curate -m` sweep of two ingest jobs
 def test_multirun_makes_one_parent_and_a_child_per_job(project):
     _run([str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.max_docs=120,240"],
          project)
@@ -45,6 +47,7 @@ def test_multirun_makes_one_parent_and_a_child_per_job(project):
     assert "params.data.max_docs" in summary.splitlines()[0]
 
 
+@pytest.mark.slow  # a `kedro run` subprocess
 def test_kedro_run_uses_the_same_defaults_and_records_to_mlflow(project):
     _run([str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params", f"data.max_docs=50,data.path={CORPUS_DIR}"],
          project)
@@ -75,6 +78,7 @@ def test_ci_runs_the_readme_test_command():
     assert any(line.strip() == command for line in ci.splitlines()), ".ci/run must call the README test command"
 
 
+@pytest.mark.slow  # a `curate -m` sweep, then the notebook
 def test_notebook_plots_the_latest_sweep_from_mlflow(project):
     import nbformat
     from nbclient import NotebookClient

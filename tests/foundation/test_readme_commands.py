@@ -97,6 +97,7 @@ def test_readme_fits_on_a_screen_or_two_and_links_existing_pages():
         assert (REPO / link).is_file(), link
 
 
+@pytest.mark.slow  # a `curate --cfg job` subprocess per README command
 def test_readme_curate_commands_run_as_cfg_job(tmp_path):
     commands = [(c, curate_overrides(c)) for c in shell_commands(REPO / "README.md")]
     commands = [(c, o) for c, o in commands if o is not None]

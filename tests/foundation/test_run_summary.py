@@ -34,6 +34,7 @@ def _last_run(project: Path):
     return client, experiment, run
 
 
+@pytest.mark.slow  # a `curate` subprocess
 def test_curate_prints_a_summary_and_names_the_run(project):
     out = _run([str(BIN / "curate"), "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.max_docs=40"], project)
     client, experiment, run = _last_run(project)
@@ -67,6 +68,7 @@ def test_curate_prints_a_summary_and_names_the_run(project):
     assert {t.key: t.value for t in dataset_input.tags}["mlflow.data.context"] == "corpus"
 
 
+@pytest.mark.slow  # a `kedro run` subprocess
 def test_kedro_run_names_the_run_after_its_params_and_logs_its_inputs(project):
     out = _run([str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",
                 f"data.max_docs=30,data.path={CORPUS_DIR}"], project)

@@ -62,6 +62,7 @@ def _stop(process: subprocess.Popen) -> None:
     stop_group(process)
 
 
+@pytest.mark.slow  # starts `kedro viz`
 def test_kedro_viz_lists_the_pipelines(project):
     before = set(marked_processes(os.environ[MARKER_ENV]))
     port = _free_port()
@@ -81,6 +82,7 @@ def test_kedro_viz_lists_the_pipelines(project):
     assert {"ingest_documents_node", "compute_document_statistics_node", "documents"} <= names
 
 
+@pytest.mark.slow  # an ingest job, then starts `mlflow server`
 def test_mlflow_server_lists_the_runs(project):
     run_kedro(compose_config(project / "conf", [f"data.path={CORPUS_DIR}", "data.max_docs=40",
                                                 "pipeline=ingest"]), project_path=project)

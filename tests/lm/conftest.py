@@ -9,10 +9,14 @@ import torch
 from curation.lm import pack_documents, train_tokenizer
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
 def _modest_threads():
     # 2 shared cores: keep each test process to at most 2 intra-op threads.
+    # per test, restored after it (tests/conftest.py also restores what the code under test sets)
+    before = torch.get_num_threads()
     torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

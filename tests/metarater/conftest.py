@@ -12,9 +12,13 @@ import torch
 from curation.scoring.redpajama import RedPajamaSignals
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
 def _one_thread():
+    # per test, restored after it (tests/conftest.py also restores what the code under test sets)
+    before = torch.get_num_threads()
     torch.set_num_threads(1)  # 2 shared cores
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from curation.metarater.compare import (
     EvalStore,
     ComparisonSelection,
     comparison_selections,
+    gaps_to_metarater,
     rank_fraction,
     select_intersection,
     select_random,
@@ -81,6 +82,26 @@ def test_summary_is_mean_and_std_over_seeds_best_first():
     assert summary.loc[0, "val_loss_mean"] == pytest.approx(4.1)
     assert summary.loc[0, "val_loss_std"] == pytest.approx(np.std([4.0, 4.2], ddof=1))
     assert summary.loc[1, "val_loss_std"] == 0.0 and summary.loc[1, "seeds"] == 1
+
+
+def test_gap_in_standard_errors_by_hand():
+    """REPRODUCING's headline: (mean loss of other - mean loss of w*) / SE of the difference of the means.
+
+    w*: 4.0, 4.2, 4.1 -> mean 4.1, std (ddof 1) 0.1, n 3; uniform: 4.5, 4.9 -> mean 4.7, std sqrt(0.08), n 2;
+    random: 5.0 alone -> std 0 (not measured), n 1. SE(uniform) = sqrt(0.08/2 + 0.01/3) = sqrt(13/300) =
+    0.2082, gap 0.6 -> 2.882 SE (with the std in place of the SE, sqrt(0.08 + 0.01) = 0.3, it would read
+    2.0). SE(random) = sqrt(0 + 0.01/3) = 0.0577, gap 0.9 -> 15.59 SE. No intersection runs: no key.
+    """
+    table = pd.DataFrame({"method": ["metarater"] * 3 + ["uniform"] * 2 + ["random"],
+                          "seed": [0, 1, 2, 0, 1, 0], "val_loss": [4.0, 4.2, 4.1, 4.5, 4.9, 5.0]})
+    gaps = gaps_to_metarater(summarize(table))
+    assert gaps == pytest.approx({"gap_uniform_minus_metarater": 0.6, "gap_uniform_minus_metarater_in_se": 2.8823,
+                                  "gap_random_minus_metarater": 0.9, "gap_random_minus_metarater_in_se": 15.588},
+                                 abs=1e-3)
+    # one seed everywhere: no spread, so no gap in standard errors (not an infinite one)
+    single = gaps_to_metarater(summarize(table.drop_duplicates("method")))
+    assert single == pytest.approx({"gap_uniform_minus_metarater": 0.5, "gap_random_minus_metarater": 1.0})
+    assert gaps_to_metarater(summarize(table[table["method"] != "metarater"])) == {}
 
 
 def test_pca_and_cross_validated_spearman_on_a_known_landscape():

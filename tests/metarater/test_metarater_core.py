@@ -38,6 +38,91 @@ def test_aggregation_picks_what_a_hand_computation_picks():
         minmax_scale(np.array([[np.nan, 1.0]]))
 
 
+def test_minmax_scale_to_another_range_and_a_constant_rater_by_hand():
+    """Found by mutation testing: the [0, 5] default hid hi + lo for hi - lo, a constant column was untested."""
+    scores = np.array([[0.0, 7.0], [10.0, 7.0], [5.0, 7.0]])  # rater 1 is constant
+    assert np.allclose(minmax_scale(scores, lo=1.0, hi=3.0), [[1.0, 1.0], [3.0, 1.0], [2.0, 1.0]])
+    with pytest.raises(ValueError, match="shape"):
+        minmax_scale(np.array([1.0, 2.0]))
+
+
+class _Quadratic:
+    """A known loss landscape with the `predict` of a fitted regressor."""
+
+    def __init__(self, optimum):
+        self.optimum = np.asarray(optimum)
+
+    def predict(self, w):
+        return 3.0 + ((np.asarray(w) - self.optimum) ** 2).sum(axis=1)
+
+
+def test_search_keeps_the_true_top_k_of_real_candidates_and_is_seeded():
+    model = _Quadratic([0.5, 0.3, 0.2])
+    w_star, top = search_weights(model, 3, n_candidates=5000, top_k=16, batch=1200, seed=4)
+    # every kept row is a real candidate (a weight vector) with its own predicted loss, lowest first
+    assert list(top.columns) == ["predicted_loss", "w0", "w1", "w2"]  # search_optimal_weights renames by position
+    weights = top[["w0", "w1", "w2"]].to_numpy()
+    assert len(top) == 16 and np.allclose(weights.sum(axis=1), 1.0) and (weights >= 0).all()
+    assert np.allclose(top["predicted_loss"], model.predict(weights)) and top["predicted_loss"].is_monotonic_increasing
+    assert np.allclose(w_star, weights.mean(axis=0) / weights.mean(axis=0).sum())
+    # the same candidates in one batch: the batched search keeps the same top 16
+    one_batch, top_one = search_weights(model, 3, n_candidates=5000, top_k=16, batch=5000, seed=4)
+    assert np.allclose(np.sort(top_one["predicted_loss"]), np.sort(top["predicted_loss"]))
+    again, _ = search_weights(model, 3, n_candidates=5000, top_k=16, batch=1200, seed=4)
+    other, _ = search_weights(model, 3, n_candidates=5000, top_k=16, batch=1200, seed=5)
+    assert np.array_equal(again, w_star) and not np.array_equal(other, w_star)
+
+
+def test_search_and_dirichlet_defaults_are_the_papers():
+    """Meta-rater Sec. 3.2: 200k Dirichlet(1) candidates, w* = mean of the best 128 (seed 1); proxies' weights
+    Dirichlet(1), seed 0. Called with the defaults, not read from the signature, so a changed default shows."""
+    model = _Quadratic([0.5, 0.3, 0.2])
+    w_star, top = search_weights(model, 3)
+    explicit, _ = search_weights(model, 3, n_candidates=200_000, top_k=128, alpha=1.0, seed=1, batch=100_000)
+    assert len(top) == 128 and np.array_equal(w_star, explicit)
+    assert np.array_equal(dirichlet_weights(5, 3), dirichlet_weights(5, 3, alpha=1.0, seed=0))
+    assert dirichlet_weights(1, 1).tolist() == [[1.0]]  # one proxy over one rater is allowed
+
+
+def test_fit_regressor_splits_metrics_and_settings_by_hand():
+    """The splits are the first n_test / next n_stop rows of a permutation seeded with config.seed; the
+    metrics are recomputed here from those rows; the LightGBM and ridge settings reach the model."""
+    from scipy.stats import spearmanr
+
+    w = dirichlet_weights(40, 3, seed=2)
+    losses = 3.0 + 4.0 * ((w - np.array([0.6, 0.3, 0.1])) ** 2).sum(axis=1)
+    cfg = RegressionConfig(n_estimators=400, learning_rate=0.07, min_child_samples=3, num_leaves=7,
+                           early_stopping_rounds=5, test_frac=0.25, early_stop_frac=0.2, seed=11,
+                           extra={"min_data_in_bin": 2})
+    model, m = fit_regressor(w, losses, cfg)
+    order = np.random.default_rng(11).permutation(40)
+    test, train = order[:10], order[18:]
+    assert (m["n_test"], m["n_early_stop"], m["n_train"]) == (10, 8, 22)
+    predicted = model.predict(w[test])
+    assert m["spearman_test"] == pytest.approx(spearmanr(predicted, losses[test]).statistic)
+    assert m["mae_test"] == pytest.approx(np.abs(predicted - losses[test]).mean())
+    assert m["mae_test_constant"] == pytest.approx(np.abs(losses[train].mean() - losses[test]).mean())
+    params = model.get_params()
+    assert {k: params[k] for k in ("boosting_type", "objective", "n_estimators", "learning_rate",
+                                   "min_child_samples", "num_leaves", "random_state", "n_jobs", "min_data_in_bin")} \
+        == {"boosting_type": "gbdt", "objective": "regression", "n_estimators": 400, "learning_rate": 0.07,
+            "min_child_samples": 3, "num_leaves": 7, "random_state": 11, "n_jobs": 1, "min_data_in_bin": 2}
+    # early stopping on its own split stopped well before 400 rounds, and the metric is that iteration
+    assert 0 < model.best_iteration_ < 400 and m["best_iteration"] == model.best_iteration_
+
+    ridge, rm = fit_regressor(w, losses, RegressionConfig(model="ridge", test_frac=0.25, early_stop_frac=0.2, seed=11))
+    assert np.allclose(ridge.alphas, np.logspace(-5, 2, 29)) and np.isnan(rm["best_iteration"])
+    assert rm["n_train"] == 30  # train + early-stop rows: the ridge has no early stopping
+    # smallest case: 4 proxies split 1 test / 1 early-stop / 2 train (the ridge fits on 3); a test split of 2
+    # or fewer has no rank correlation
+    _, tiny = fit_regressor(w[:4], losses[:4], RegressionConfig(model="ridge", test_frac=0.25, early_stop_frac=0.25))
+    assert (tiny["n_test"], tiny["n_early_stop"], tiny["n_train"]) == (1, 1, 3) and np.isnan(tiny["spearman_test"])
+    _, two = fit_regressor(w[:8], losses[:8], RegressionConfig(model="ridge", test_frac=0.25, early_stop_frac=0.25))
+    assert two["n_test"] == 2 and np.isnan(two["spearman_test"])
+    with pytest.raises(ValueError, match="5 weight vectors but 4 losses"):  # 5 rows of 3 raters
+        fit_regressor(w[:5], losses[:4], cfg)
+
+
 def _loss(w: np.ndarray, optimum: np.ndarray) -> np.ndarray:
     return 3.0 + 4.0 * ((w - optimum) ** 2).sum(axis=1)
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import mlflow
 import numpy as np
 import pandas as pd
+import pytest
 
 from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
 from tests.conftest import CORPUS_DIR
+
+pytestmark = pytest.mark.slow  # whole Kedro jobs and a `curate -m` sweep: ~3 min on 2 busy cores
 
 # Small but real: fastText hash tables of 2M buckets x 256 dims would allocate 2 GB per model.
 FAST = [
@@ -54,7 +57,18 @@ def test_default_job_then_cached_rerun_and_a_selection_sweep(project):
     assert run["status"] == "FINISHED"
     assert run["metrics.kept"] + run["metrics.dropped_low_quality"] + run["metrics.dropped_nan_quality"] == 250
     assert run["metrics.budget_docs"] == 25 and run["metrics.selected_size"] == 25
-    assert 0 <= run["metrics.roc_auc_fasttext_ultrafineweb"] <= 1
+    # ROC-AUC on the held-out human labels, recomputed from the stored scores (the fit sample is every
+    # document: 250 < scoring.fit_sample_docs)
+    from sklearn.metrics import roc_auc_score
+
+    from curation.scoring.training_sets import EVAL, human_label_split
+
+    held_out = (human_label_split(documents) == EVAL).to_numpy()
+    labels = documents["quality_label"].to_numpy(dtype=float, na_value=np.nan)[held_out]
+    assert run["metrics.roc_auc_n_eval"] == held_out.sum() > 5
+    for rater in ("fasttext_ultrafineweb", "quality"):
+        expected = roc_auc_score(labels, scores[rater].to_numpy(dtype=float)[held_out])
+        assert run[f"metrics.roc_auc_{rater}"] == pytest.approx(expected, abs=1e-9), rater
     assert run["metrics.embedding_cache_hit"] == 0 and run["metrics.scoring_cache_hit"] == 0
     history = mlflow.MlflowClient().get_metric_history(run["run_id"], "joint")
     assert len(history) >= 8 and history[-1].step > history[0].step

@@ -75,6 +75,7 @@ def _curate(project: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.slow  # the default job on 250 documents, a `curate -m` sweep, the report job and a notebook
 def test_sweep_then_report_from_mlflow(project, monkeypatch):
     run_kedro(compose_config(project / "conf", FAST), project_path=project)  # ingest+scoring+pruning+selection
     small = [f"data.path={CORPUS_DIR}", "data.max_docs=250", "budget.candidates=120", "selection.steps=30",

@@ -76,3 +76,30 @@ def test_components_and_reference_are_config(real_scores):
     assert merged["quality"].between(0, 10).all()
     with pytest.raises(KeyError, match="missing score columns"):
         merge_quality(real_scores, MergeConfig(components=["nope", "edu"]))
+
+
+def test_quality_is_the_sum_of_the_three_mapped_components_by_hand():
+    """DATAMASK App. A.5 "we sum these three scores", worked by hand on five documents.
+
+    Edu (the reference) is clipped to 0-5: [0, 1, 2, 3, 7] -> [0, 1, 2, 3, 5]. A value's mid-rank
+    percentile p is (#below + #equal / 2) / 5, and it maps to the Edu quantile at p with linear
+    interpolation, i.e. at position 4p of the sorted Edu values [0, 1, 2, 3, 5]:
+      DCLM [10, 20, 30, 40, 50]: p = .1 .3 .5 .7 .9 -> position .4 1.2 2 2.8 3.6 -> .4 1.2 2 2.8 4.2
+      Wiki [5, 4, 4, 1, 0] (4 tied): p = .9 .6 .6 .3 .1 -> position 3.6 2.4 2.4 1.2 .4 -> 4.2 2.4 2.4 1.2 .4
+    quality = Edu + DCLM + Wiki = [4.6, 4.6, 6.4, 7.0, 9.6] (the max of the three would be [4.2, 2.4, 2.4, 3, 5]).
+    """
+    scores = pd.DataFrame({"fasttext_dclm": [10.0, 20.0, 30.0, 40.0, 50.0], "edu": [0.0, 1.0, 2.0, 3.0, 7.0],
+                           "wiki": [5.0, 4.0, 4.0, 1.0, 0.0]})
+    merged, counts = merge_quality(scores)
+    np.testing.assert_allclose(merged["edu_0_5"], [0.0, 1.0, 2.0, 3.0, 5.0])
+    np.testing.assert_allclose(merged["fasttext_dclm_0_5"], [0.4, 1.2, 2.0, 2.8, 4.2])
+    np.testing.assert_allclose(merged["wiki_0_5"], [4.2, 2.4, 2.4, 1.2, 0.4])
+    np.testing.assert_allclose(merged["quality"], [4.6, 4.6, 6.4, 7.0, 9.6])
+    assert counts["nan_quality"] == 0
+    # a NaN component counts as the bottom of the scale (0) in the sum: Wiki's NaN drops document 0 by 4.2
+    scores.loc[0, "wiki"] = np.nan
+    floored, counts = merge_quality(scores)
+    assert counts["nan_wiki"] == 1
+    # Wiki [nan, 4, 4, 1, 0] over its 4 finite values: p = .75 .75 .375 .125 -> position 3 3 1.5 .5
+    np.testing.assert_allclose(floored["wiki_0_5"], [0.0, 3.0, 3.0, 1.5, 0.5])
+    np.testing.assert_allclose(floored["quality"], [0.4, 5.2, 7.0, 7.3, 9.7])

@@ -36,14 +36,26 @@ def test_quality_in_0_15_and_share_table(result):
     assert share["count"].sum() == len(q)
 
 
-def test_metrics_hold_counts_and_roc_auc(result):
+def test_metrics_hold_counts_and_roc_auc(result, embed_subset):
     m = result.metrics
     assert m["fasttext_dclm/total"] == m["edu/total"] == 160
     assert m["fasttext_dclm/empty_text"] == 0
     assert m["fasttext_dclm/train/positives"] == m["fasttext_dclm/train/negatives"] > 0
+    # The AUC recomputed here from the held-out human labels and the scores of the same documents: the
+    # sample is the whole frame (160 <= fit_sample_docs), so result.scores hold what the metric was computed on.
+    from sklearn.metrics import roc_auc_score
+
+    from curation.scoring.training_sets import EVAL, human_label_split
+
+    assert m["fit/sample_docs"] == len(embed_subset)
+    held_out = (human_label_split(embed_subset) == EVAL).to_numpy()
+    labels = embed_subset["quality_label"].to_numpy(dtype=float, na_value=np.nan)[held_out]
+    assert m["roc_auc/n_eval"] == held_out.sum() > 5 and 0 < labels.sum() < len(labels)
     for col in ("fasttext_dclm", "edu", "wiki", "quality"):
-        assert 0.0 <= m[f"roc_auc/{col}"] <= 1.0
-    assert m["roc_auc/n_eval"] > 5
+        expected = roc_auc_score(labels, result.scores[col].to_numpy()[held_out])
+        assert m[f"roc_auc/{col}"] == pytest.approx(expected, abs=1e-9), col
+    # and they separate the human labels (measured: DCLM 0.95, merged quality 0.85; a flipped score reads < 0.5)
+    assert m["roc_auc/fasttext_dclm"] > 0.8 and m["roc_auc/quality"] > 0.7
     assert set(result.raters) >= {"fasttext_dclm", "edu", "wiki", "wikipedia_importance"}
 
 

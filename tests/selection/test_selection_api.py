@@ -87,6 +87,7 @@ def test_min_quality_prunes_in_place_for_every_method(data):
     ],
 )
 def test_errors(data, kwargs, match):
+    kwargs = dict(kwargs)  # popped below: leave the parameter itself intact for a re-run in the same process
     emb, q, _ = data
     emb, q = emb.copy(), q.copy()
     if kwargs.pop("nan_embeddings", False):
@@ -129,6 +130,121 @@ def test_semdedup_keep_rules(data, keep):
     assert len(sel.indices) == 120
 
 
+def _pairs_around_two_centroids():
+    """Two clusters (around e0 and e3 in R^4) of 4 near-duplicate pairs each, built by hand.
+
+    Pair p of a cluster with axis a sits at angle theta_p from a, in the direction phi_p = p * 90 deg of the
+    (e1, e2) plane; its two members are theta_p (the "near" one) and theta_p + 0.02 rad (the "far" one) from
+    the axis, so they are cos(0.02) = 0.9998 similar. By symmetry each cluster's centroid is its axis. Members
+    of different pairs (phi 90 deg or more apart) are at most cos(0.3) cos(0.4) = 0.88 similar, those of
+    different clusters at most sin(0.62)^2 = 0.34, so one item per pair survives a budget of 8: `hard`
+    keeps the far member (farthest from the centroid first), `easy` the near one, `quality` the better-rated
+    one (near for even p, far for odd p).
+    """
+    rows, near, far, q = [], [], [], []
+    for axis in (0, 3):
+        for p, theta in enumerate((0.3, 0.4, 0.5, 0.6)):
+            phi = p * np.pi / 2
+            for member, t in (("near", theta), ("far", theta + 0.02)):
+                v = np.zeros(4)
+                v[axis], v[1], v[2] = np.cos(t), np.sin(t) * np.cos(phi), np.sin(t) * np.sin(phi)
+                (near if member == "near" else far).append(len(rows))
+                q.append(1.0 if (member == "near") == (p % 2 == 0) else 0.0)
+                rows.append(v)
+    return np.array(rows), np.array(q), np.array(near), np.array(far)
+
+
+@pytest.mark.parametrize("keep", ["hard", "easy", "quality"])
+def test_semdedup_keep_rule_picks_the_member_of_each_pair_by_hand(keep):
+    emb, q, near, far = _pairs_around_two_centroids()
+    # the construction: one pair per near/far index, at cos 0.9998; any two items of different pairs far less
+    sims = emb @ emb.T
+    assert np.allclose(sims[near, far], np.cos(0.02))
+    other = sims.copy()
+    other[near, far] = other[far, near] = -1
+    np.fill_diagonal(other, -1)
+    assert other.max() < 0.9
+    sel = select("semdedup", quality=q, embeddings=emb, budget=8, config={"n_clusters": 2, "keep": keep}, seed=0)
+    expected = {"hard": far, "easy": near,
+                "quality": np.where(np.arange(8) % 4 % 2 == 0, near, far)}[keep]
+    assert sel.indices.tolist() == sorted(expected.tolist())
+    assert sel.info["eps_effective"] > 0.1  # the kept items are less than 0.9 similar to anything before them
+
+
+def test_semdedup_is_cosine_based_scaled_rows_and_a_zero_row():
+    """Scaling rows by positive factors changes no cosine, so not the selection; a zero row (no direction)
+    is similar to nothing and is kept as unique (found by mutation testing: x * |x| for x / |x| survived)."""
+    emb, q, near, far = _pairs_around_two_centroids()
+    scales = np.linspace(0.05, 20.0, len(emb))[::-1]
+    sel = select("semdedup", quality=q, embeddings=emb * scales[:, None], budget=8,
+                 config={"n_clusters": 2, "keep": "hard"}, seed=0)
+    assert sel.indices.tolist() == sorted(far.tolist())
+    with_zero = np.vstack([emb, np.zeros(4)])
+    sel = select("semdedup", quality=np.append(q, 0.0), embeddings=with_zero, budget=9,
+                 config={"n_clusters": 2, "keep": "hard"}, seed=0)
+    assert sel.indices.tolist() == sorted([*far.tolist(), len(emb)])
+
+
+@pytest.mark.parametrize(("budget", "adjust", "expected", "info"), [
+    # eps = 0.01: the 8 far members survive (M < 0.88; the near ones are 0.9998 similar to them), q of the far
+    # members (indices 1, 3, ..., 15) is 0 for even pairs, 1 for odd. Trimming by quality drops the two
+    # worst-ranked by (-q, index): 9 and 13; topping up by quality adds the near members of q 1 with the
+    # lowest index: 0 and 4. Trimming by similarity drops the two largest M: pair 0's far members (1 and 9),
+    # M = cos(0.32) cos(0.4) = 0.874 (pair 1's is cos(0.42) cos(0.5) = 0.801, pair 2's 0.716, pair 3 first).
+    (6, "quality", [1, 3, 5, 7, 11, 15], {"trimmed": 2, "topped_up": 0}),
+    (10, "quality", [0, 1, 3, 4, 5, 7, 9, 11, 13, 15], {"trimmed": 0, "topped_up": 2}),
+    (6, "similarity", [3, 5, 7, 11, 13, 15], {"trimmed": 2, "topped_up": 0}),
+])
+def test_semdedup_fixed_eps_trims_and_tops_up_by_hand(budget, adjust, expected, info):
+    emb, q, _, _ = _pairs_around_two_centroids()
+    sel = select("semdedup", quality=q, embeddings=emb, budget=budget,
+                 config={"n_clusters": 2, "keep": "hard", "eps": 0.01, "adjust": adjust}, seed=0)
+    assert sel.indices.tolist() == expected
+    assert {k: sel.info[k] for k in ("trimmed", "topped_up", "survivors_at_eps", "eps_effective", "dropped",
+                                     "n_clusters", "tie_broken")} == {
+        **info, "survivors_at_eps": 8, "eps_effective": 0.01, "dropped": 16 - budget, "n_clusters": 2,
+        "tie_broken": 0}
+
+
+def test_semdedup_ties_and_the_threshold_itself_by_hand():
+    emb, q, _, _ = _pairs_around_two_centroids()
+    # budget 1: the two items first in their cluster (far members of pair 3: 7 and 15) tie at M = -inf; the
+    # higher quality wins (15), the other counts as tie-broken, and there is no finite eps
+    q = q.copy()
+    q[15] = 2.0
+    sel = select("semdedup", quality=q, embeddings=emb, budget=1, config={"n_clusters": 2, "keep": "hard"}, seed=0)
+    assert sel.indices.tolist() == [15]
+    assert (sel.info["tie_broken"], sel.info["eps_effective"], sel.info["survivors_at_eps"]) == (1, None, 1)
+    # FAIR keeps M <= 1 - eps: with eps = 1, a zero row (last by `easy`, M = 0 exactly: it is similar to
+    # nothing) survives next to the two first items of the clusters
+    with_zero = np.vstack([emb, np.zeros(4)])
+    sel = select("semdedup", quality=np.append(q, 0.0), embeddings=with_zero, budget=3,
+                 config={"n_clusters": 2, "keep": "easy", "eps": 1.0}, seed=0)
+    assert sel.info["survivors_at_eps"] == 3 and sel.info["trimmed"] == sel.info["topped_up"] == 0
+    assert 16 in sel.indices.tolist()
+
+
+def test_semdedup_max_earlier_similarity_by_hand_counts_only_earlier_items_of_the_same_cluster():
+    from curation.selection.semdedup import max_earlier_similarity
+
+    e = np.eye(3)
+    # items 0 and 1 are identical but in different clusters; 2 and 3 share cluster 2 at cos 0.6
+    unit = np.array([e[0], e[0], e[1], 0.6 * e[1] + 0.8 * e[2]])
+    labels = np.array([0, 1, 2, 2])
+    m = max_earlier_similarity(unit, labels, order_key=np.array([0.0, 1.0, 2.0, 3.0]))
+    assert m.tolist() == pytest.approx([-np.inf, -np.inf, -np.inf, 0.6])
+    # the order decides which of 2 and 3 comes first: reversed, 2 gets the 0.6
+    m = max_earlier_similarity(unit, labels, order_key=np.array([0.0, 1.0, 3.0, 2.0]))
+    assert m.tolist() == pytest.approx([-np.inf, -np.inf, 0.6, -np.inf])
+
+
+def test_semdedup_random_keep_is_seeded(data):
+    emb, q, _ = data
+    runs = [select("semdedup", quality=q, embeddings=emb, budget=60, config={"n_clusters": 6, "keep": "random"},
+                   seed=s).indices.tolist() for s in (3, 3, 4)]
+    assert runs[0] == runs[1] and runs[0] != runs[2]
+
+
 def test_dvrl_seen_unseen_evaluation(data):
     emb, q, _ = data
     sel = select("dvrl", quality=q, embeddings=emb, budget=30, config={"iterations": 30, "batch_size": 100, "unseen_fraction": 0.5})
@@ -136,6 +252,27 @@ def test_dvrl_seen_unseen_evaluation(data):
     for key in ("seen_before", "seen_after", "unseen_before", "unseen_after"):
         assert np.isfinite(sel.info[key]), key
     assert {"reward", "baseline", "mean_probability"} <= set(sel.history.columns)
+
+
+def test_dvrl_reward_rises_towards_the_known_best_subset():
+    """REINFORCE on a case with a known optimum: quality 1 for the 50 items of one cluster, 0 for the 150 of
+    another, reward = the chosen items' mean quality (lam = 1), budget 50. The best subset is the first
+    cluster (reward 1); a Bernoulli draw at the keep ratio 0.25 scores ~0.25 whatever the items. Training
+    must move the reward from there to near 1 and rank the good cluster on top (a flipped policy-gradient
+    sign drives both to 0)."""
+    rng = np.random.default_rng(0)
+    good = np.arange(200) < 50
+    centers = np.eye(8)[:2]
+    emb = centers[np.where(good, 0, 1)] + 0.3 * rng.normal(size=(200, 8))
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    sel = select("dvrl", quality=good.astype(float), embeddings=emb, budget=50, seed=0,
+                 config={"lam": 1.0, "iterations": 200, "batch_size": 50, "lr": 0.03, "rate_penalty": 1.0,
+                         "hidden_dim": 32, "history_every": 10})
+    reward = sel.history["reward"].to_numpy()
+    assert len(reward) == 20
+    assert reward[:3].mean() < 0.5 and reward[-3:].mean() > 0.8
+    assert good[sel.indices].mean() >= 0.9  # the top 50 by predicted p are (nearly) the best subset
+    assert sel.info["seen_after"] - sel.info["seen_before"] > 0.5  # top-ratio vs random subset, mean quality
 
 
 def test_diagnostics(data):

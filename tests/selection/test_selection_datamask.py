@@ -165,15 +165,21 @@ def test_quality_init_and_lam_one_favour_quality(clustered):
 
 _KILLED_RUN = textwrap.dedent(
     """
-    import sys, time, numpy as np, torch
+    import sys, threading, numpy as np, torch
+    from pathlib import Path
     sys.path.insert(0, {src!r})
     torch.set_num_threads({threads})
     from curation.selection import select
     from curation.selection.synthetic import clustered_unit_vectors
     emb, q, _ = clustered_unit_vectors(300, 16, seed=1)
-    # slow the run down (the callback does not touch the optimisation) so the kill lands mid-run
-    select("datamask", quality=q, embeddings=emb, budget=30, config={cfg!r}, seed=7,
-           progress=lambda done, total: time.sleep(0.02))
+
+    def hold_past_step_60(done, total):  # the step-60 checkpoint is written: tell the test, wait to be killed
+        if done > 60:
+            Path({held!r}).write_text(str(done))
+            threading.Event().wait()
+
+    # the callback does not touch the optimisation
+    select("datamask", quality=q, embeddings=emb, budget=30, config={cfg!r}, seed=7, progress=hold_past_step_60)
     print("finished")
     """
 )
@@ -188,14 +194,13 @@ def test_resume_after_kill_gives_the_uninterrupted_selection(tmp_path):
         "checkpoint_every": 20, "checkpoint_dir": str(ckpt_dir), "history_every": 10,
     }
     script = tmp_path / "run.py"
-    script.write_text(_KILLED_RUN.format(src=str(SRC), threads=torch.get_num_threads(), cfg=cfg))
+    held = tmp_path / "held"  # the child writes it once past step 60, then waits to be killed
+    script.write_text(_KILLED_RUN.format(src=str(SRC), threads=torch.get_num_threads(), cfg=cfg, held=str(held)))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ckpt = ckpt_dir / "block_00000.pt"
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and proc.poll() is None:
-            if ckpt.exists() and torch.load(ckpt, weights_only=True)["step"] >= 60:
-                break
+        deadline = time.time() + 600  # a guard against a hung child only
+        while time.time() < deadline and proc.poll() is None and not held.exists():
             time.sleep(0.05)
         assert proc.poll() is None, proc.communicate()
         os.kill(proc.pid, signal.SIGKILL)

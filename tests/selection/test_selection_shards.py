@@ -92,10 +92,20 @@ def test_block_tasks_equal_datamask_in_process_for_fl_on_unit_rows_and_disf_on_r
 
 
 SCRIPT = textwrap.dedent("""
-    import sys
+    import sys, threading
+    from pathlib import Path
+    import curation.selection.sharded as sharded
     from curation.selection.corpus import run_selection_shards
     from curation.shards import ShardedDataset
     docs, scores, emb, work = sys.argv[1:5]
+    run_block_task = sharded.run_block_task
+
+    def hold_after_the_first_block(task):  # tell the test, then wait here to be killed
+        run_block_task(task)
+        Path(work, "first_block_finished").write_text("")
+        threading.Event().wait()
+
+    sharded.run_block_task = hold_after_the_first_block
     config = {config!r}
     run_selection_shards(ShardedDataset(scores), ShardedDataset(emb), ShardedDataset(docs), config, {budget!r}, 5,
                          work, in_process_blocks=True)
@@ -122,9 +132,10 @@ def test_several_blocks_resume_after_a_kill_and_equal_blocked_datamask_in_proces
     proc = subprocess.Popen([sys.executable, "-c", script, str(documents.root), str(scores.root),
                              str(embeddings.root), str(work)], env=env)
     first = work / "blocks" / "block_00000.done.json"
-    deadline = time.time() + 120
-    while not first.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.005)
+    held = work / "first_block_finished"  # the child writes it after block 0, then waits to be killed
+    deadline = time.time() + 600  # a guard against a hung child only
+    while not held.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert first.exists() and not (work / "result.json").exists()
@@ -173,6 +184,7 @@ def test_a_pruned_corpus_of_other_documents_is_refused(tmp_path):
         run_selection_shards(out.scores, out.embeddings, reingested, DATAMASK, BUDGET, 0, tmp_path / "w")
 
 
+@pytest.mark.slow  # starts a Ray cluster
 def test_ray_equals_local_for_pruning_blocks_and_selected_documents(pruned, pruned_inputs, tmp_path):
     pytest.importorskip("ray")
     import ray

@@ -54,6 +54,7 @@ def _peak_kib(folder: Path, work: Path) -> tuple[int, int]:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is KiB on Linux")
+@pytest.mark.slow  # two ingest subprocesses over replicated corpora
 def test_peak_rss_is_flat_in_the_number_of_shards(tmp_path):
     few_chars = _replicated_shards(tmp_path / "few", 2)
     many_chars = _replicated_shards(tmp_path / "many", 10)

@@ -102,6 +102,7 @@ KILLER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # an ingest subprocess, killed, then resumed
 def test_a_run_killed_mid_shard_resumes_skips_finished_shards_and_gives_the_same_output(twelve_shards, tmp_path):
     work = tmp_path / "w"
     env = {**os.environ, "PYTHONPATH": str(SRC)}
@@ -123,6 +124,7 @@ def test_a_run_killed_mid_shard_resumes_skips_finished_shards_and_gives_the_same
     assert resumed.metrics == clean.metrics
 
 
+@pytest.mark.slow  # starts a Ray cluster
 def test_ray_engine_writes_the_same_shards_as_the_local_engine(twelve_shards, tmp_path):
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)

@@ -158,3 +158,23 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({"val_loss_mean": grouped.mean(), "val_loss_std": grouped.std(ddof=1).fillna(0.0),
                         "seeds": grouped.count()}).reset_index()
     return out.sort_values(["val_loss_mean", "method"], kind="stable").reset_index(drop=True)
+
+
+def gaps_to_metarater(summary: pd.DataFrame) -> dict[str, float]:
+    """``gap_<other>_minus_metarater`` (mean val_loss of ``other`` minus w*'s; > 0: w* is lower) and, where
+    the runs have spread, ``gap_<other>_minus_metarater_in_se``: the gap over the standard error of the
+    difference of the two means, ``sqrt(std_o^2 / n_o + std_m^2 / n_m)``, for other = uniform, random,
+    intersection. ``summary``: :func:`summarize`'s table."""
+    means = summary.set_index("method")
+    metrics: dict[str, float] = {}
+    if "metarater" not in means.index:
+        return metrics
+    for other in ("uniform", "random", "intersection"):
+        if other in means.index:
+            gap = means.loc[other, "val_loss_mean"] - means.loc["metarater", "val_loss_mean"]
+            se = np.sqrt(means.loc[other, "val_loss_std"] ** 2 / means.loc[other, "seeds"]
+                         + means.loc["metarater", "val_loss_std"] ** 2 / means.loc["metarater", "seeds"])
+            metrics[f"gap_{other}_minus_metarater"] = float(gap)
+            if se > 0:
+                metrics[f"gap_{other}_minus_metarater_in_se"] = float(gap / se)
+    return metrics

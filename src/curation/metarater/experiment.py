@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from curation.metarater.analysis import cross_validated_spearman, weight_pca
-from curation.metarater.compare import EvalStore, ComparisonSelection, comparison_selections, summarize, uniform_weights
+from curation.metarater.compare import EvalStore, ComparisonSelection, comparison_selections, gaps_to_metarater
+from curation.metarater.compare import summarize, uniform_weights
 from curation.metarater.compare import weights_for_n
 from curation.metarater.config import MetaraterConfig
 from curation.metarater.core import aggregate, dirichlet_weights, fit_regressor, minmax_scale, search_weights
@@ -368,14 +369,7 @@ def compare_selections(documents: pd.DataFrame, metarater_rater_scores: pd.DataF
         best = summary["method"].iloc[0]
         metrics["metarater_rank"] = float(summary.index[summary["method"] == "metarater"][0] + 1)
         log.info("comparisons: best %s; metarater rank %d of %d", best, metrics["metarater_rank"], len(summary))
-        for other in ("uniform", "random", "intersection"):
-            if other in means.index:
-                gap = means.loc[other, "val_loss_mean"] - means.loc["metarater", "val_loss_mean"]
-                se = np.sqrt(means.loc[other, "val_loss_std"] ** 2 / means.loc[other, "seeds"]
-                             + means.loc["metarater", "val_loss_std"] ** 2 / means.loc["metarater", "seeds"])
-                metrics[f"gap_{other}_minus_metarater"] = float(gap)  # > 0: w* has the lower loss
-                if se > 0:
-                    metrics[f"gap_{other}_minus_metarater_in_se"] = float(gap / se)
+        metrics.update(gaps_to_metarater(summary))
     if "info_per_rater_top_frac" in table:
         values = table["info_per_rater_top_frac"].dropna()
         if len(values):

@@ -1,0 +1,160 @@
+"""Mutation testing of the scientific core with mutmut 3.x, one module at a time (issue 28; a benchmark, not CI).
+
+For each module, a scratch copy of the project (``src/``, ``tests/``, ``conf/``, ``data/``, ``pyproject.toml``
+with a ``[tool.mutmut]`` section naming that one module and its tests) is made under ``--work``; mutmut mutates
+only that module and runs only the module's own test files against each mutant. The counts go to
+``benchmarks/results/mutation.csv`` (one row per module, replaced on a re-run; the ``note`` column of an
+existing row is kept: it is where surviving mutants are explained, e.g. as equivalent).
+
+    # once: mutmut in its own venv that sees the project's packages (the project's .venv is left alone)
+    python3.11 -m venv /work/mutvenv
+    echo "$PWD/.venv/lib/python3.11/site-packages" > /work/mutvenv/lib/python3.11/site-packages/project.pth
+    /work/mutvenv/bin/pip install mutmut==3.8.1
+
+    # one module (names below), or several; --list prints them
+    MUTMUT=/work/mutvenv/bin/mutmut bash benchmarks/mutation/run.sh scoring/merge
+
+Survivors are listed in ``<work>/<module>/survivors.txt``; ``mutmut show <name>`` in
+``<work>/<module>`` prints a mutant's diff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "benchmarks" / "results" / "mutation.csv"
+COLUMNS = ["module", "mutants", "killed", "survived", "timeout", "other", "kill_rate", "seconds", "date", "note"]
+
+# module (under src/curation/) -> the test files that exercise it (the fast ones: no Kedro job, no subprocess),
+# then any other pytest arguments (a -k expression)
+MODULES: dict[str, list[str]] = {
+    "scoring/merge": ["tests/scoring/test_scoring_merge.py"],
+    "scoring/redpajama": ["tests/scoring/test_scoring_redpajama.py"],
+    "scoring/dsir": ["tests/scoring/test_scoring_dsir.py"],
+    "pruning": ["tests/pruning/test_pruning.py"],
+    "metarater/core": ["tests/metarater/test_metarater_core.py", "tests/metarater/test_metarater_compare.py"],
+    "metarater/compare": ["tests/metarater/test_metarater_compare.py"],
+    "selection/objectives": ["tests/selection/test_selection_objectives.py"],
+    "selection/semdedup": ["tests/selection/test_selection_api.py", "-k", "semdedup"],
+    "selection/dvrl": ["tests/selection/test_selection_api.py", "-k", "dvrl"],
+    "selection/greedy": ["tests/selection/test_selection_greedy.py", "tests/selection/test_selection_disf.py"],
+    "selection/datamask": ["tests/selection/test_selection_datamask.py"],
+    "verification/anneal": ["tests/verification/test_verification_anneal.py"],
+    "verification/config": ["tests/verification/test_verification_config.py"],
+}
+
+MUTMUT_SECTION = """
+[tool.mutmut]
+source_paths = ["src"]
+only_mutate = ["{module_file}"]
+pytest_add_cli_args_test_selection = [{tests}]
+pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]
+also_copy = ["conf", "data", "src"]
+# CPU-seconds limit per mutant = (the covering tests' call time + constant) x multiplier x 2. mutmut times a
+# test's call phase only, not its session fixtures (the corpus, a trained model), which every mutant's fresh
+# pytest session rebuilds: without a constant of this order every mutant "times out"; 120 CPU-s at least
+timeout_constant = 30.0
+timeout_multiplier = 2.0
+"""
+
+# `mutmut results --all true` lines: "    curation.scoring.merge.x_quantile_map__mutmut_3: killed"
+RESULT_LINE = re.compile(r"^\s*(\S+__mutmut_\d+):\s*(.+?)\s*$")
+
+
+def prepare(module: str, tests: list[str], work: Path) -> Path:
+    """A scratch project for one module: its own pyproject.toml with the [tool.mutmut] section."""
+    root = work / module.replace("/", "__")
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    for name in ("src", "tests", "conf"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "local"))
+    (root / "conf" / "local").mkdir(exist_ok=True)
+    (root / "data").symlink_to(REPO / "data")  # read-only inputs (the corpus); mutmut copies it into mutants/
+    pyproject = (REPO / "pyproject.toml").read_text()
+    section = MUTMUT_SECTION.format(module_file=f"src/curation/{module}.py",
+                                    tests=", ".join(f'"{t}"' for t in tests))
+    (root / "pyproject.toml").write_text(pyproject + section)
+    return root
+
+
+def counts(statuses: list[str]) -> dict[str, int]:
+    killed = sum(s == "killed" for s in statuses)
+    survived = sum(s == "survived" for s in statuses)
+    timeout = sum(s == "timeout" for s in statuses)
+    return {"mutants": len(statuses), "killed": killed, "survived": survived, "timeout": timeout,
+            "other": len(statuses) - killed - survived - timeout}
+
+
+def run_module(module: str, mutmut: str, work: Path, max_children: int) -> dict[str, object]:
+    root = prepare(module, MODULES[module], work)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # mutmut puts mutants/src first itself
+    env.update(KEDRO_DISABLE_TELEMETRY="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg")
+    started = time.perf_counter()
+    run = subprocess.run([mutmut, "run", "--max-children", str(max_children)], cwd=root, env=env,
+                         capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    (root / "mutmut_run.log").write_text(run.stdout + run.stderr)
+    listed = subprocess.run([mutmut, "results", "--all", "true"], cwd=root, env=env, capture_output=True, text=True)
+    statuses = {m.group(1): m.group(2) for m in map(RESULT_LINE.match, listed.stdout.splitlines()) if m}
+    if run.returncode != 0 or not statuses or all(s == "not checked" for s in statuses.values()):
+        # e.g. "Failed to run clean test": the unmutated tests must pass first
+        sys.exit(f"mutmut failed on {module} (exit {run.returncode}); see {root / 'mutmut_run.log'}")
+    survivors = sorted(name for name, status in statuses.items() if status != "killed")
+    (root / "survivors.txt").write_text("".join(f"{n}: {statuses[n]}\n" for n in survivors))
+    row = {"module": module, **counts(list(statuses.values())), "seconds": round(seconds),
+           "date": dt.date.today().isoformat(), "note": ""}
+    row["kill_rate"] = round(row["killed"] / row["mutants"], 3) if row["mutants"] else ""
+    print(f"{module}: {row['killed']}/{row['mutants']} killed, {row['survived']} survived, "
+          f"{row['timeout']} timeout, {row['other']} other ({seconds:.0f} s); survivors: {root / 'survivors.txt'}")
+    return row
+
+
+def write(rows: list[dict[str, object]]) -> None:
+    existing: dict[str, dict[str, str]] = {}
+    if RESULTS.exists():
+        with RESULTS.open() as f:
+            existing = {r["module"]: r for r in csv.DictReader(f)}
+    for row in rows:
+        row["note"] = existing.get(str(row["module"]), {}).get("note", "") or row["note"]
+        existing[str(row["module"])] = {k: str(row[k]) for k in COLUMNS}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(existing[m] for m in sorted(existing))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("modules", nargs="*", help=f"modules to mutate (default: all): {', '.join(MODULES)}")
+    parser.add_argument("--list", action="store_true", help="print the modules and their tests")
+    parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "curation-mutation")
+    parser.add_argument("--max-children", type=int, default=int(os.environ.get("MUTMUT_CHILDREN", "1")))
+    args = parser.parse_args()
+    if args.list:
+        for module, tests in MODULES.items():
+            print(f"{module}: {' '.join(tests)}")
+        return
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        sys.exit(f"unknown module(s) {unknown}; known: {list(MODULES)}")
+    mutmut = os.environ.get("MUTMUT") or shutil.which("mutmut")
+    if not mutmut:
+        sys.exit("mutmut not found: set MUTMUT=/path/to/mutmut (see this script's docstring)")
+    rows = [run_module(m, mutmut, args.work, args.max_children) for m in args.modules or list(MODULES)]
+    write(rows)
+
+
+if __name__ == "__main__":
+    main()
