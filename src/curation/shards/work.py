@@ -8,6 +8,9 @@ staging folder per ``run.namespace`` under ``data/02_intermediate/.staging`` tha
 
 from __future__ import annotations
 
+import logging
+import re
+import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -31,3 +34,34 @@ def engine_of(data: Mapping[str, Any] | None) -> EngineConfig:
     """The per-shard engine of the ``data`` group (``data.engine``, ``data.ray_address``)."""
     data = data or {}
     return EngineConfig(engine=data.get("engine") or "local", ray_address=data.get("ray_address"))
+
+
+log = logging.getLogger(__name__)
+
+_STAGE_FOLDER = re.compile(r"^[A-Za-z0-9_]+-[0-9a-f]{8,}$")  # <stage>-<key>, as stage_folder names them
+
+
+def remove_staging(root: Path, namespace: str) -> int:
+    """After a successful run: remove what is left of its stage folders under
+    ``data/02_intermediate/.staging/<namespace>/`` (scratch parts, block checkpoints; the outputs have
+    been moved out) and the namespace's folder when empty. Only ``<stage>-<key>`` folders of this
+    namespace go: a nested namespace (a sweep's ``<namespace>/multirun/...``) may be running. Returns
+    the bytes freed."""
+    base = Path(root) / STAGING
+    folder = base / namespace
+    if not folder.is_dir():
+        return 0
+    freed = 0
+    for entry in folder.iterdir():
+        if entry.is_dir() and _STAGE_FOLDER.match(entry.name):
+            freed += sum(f.stat().st_blocks * 512 for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
+            shutil.rmtree(entry, ignore_errors=True)
+    while folder != base and folder.is_dir():
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            break
+        folder = folder.parent
+    if freed:
+        log.info("removed the staging folders of namespace %r (%.1f MB)", namespace, freed / 1e6)
+    return freed
