@@ -99,6 +99,7 @@ def _task(cfg: DictConfig) -> None:
     from curation import namespace_lock as locks
     from curation.errors import format_failure, user_message, verbose
 
+    _die_with_curate()
     try:
         params = job_params(cfg)
         run = params["run"]
@@ -119,6 +120,19 @@ def _task(cfg: DictConfig) -> None:
         print(format_failure(message), file=sys.stderr, flush=True)
         log.debug("known failure", exc_info=err)
         raise SystemExit(2) from None
+
+
+MAIN_PID_ENV = "CURATION_MAIN_PID"
+
+
+def _die_with_curate() -> None:
+    """In a worker of a parallel launcher (``hydra/launcher=joblib``: loky processes that ``curate``
+    spawned): end with ``curate``, like every other child (:mod:`curation.processes`)."""
+    from curation.processes import die_with_parent
+
+    main_pid = os.environ.get(MAIN_PID_ENV, "")
+    if main_pid.isdigit() and os.getpid() != int(main_pid) and os.getppid() == int(main_pid):
+        die_with_parent(int(main_pid))
 
 
 def _plain(err: BaseException) -> bool:
@@ -166,6 +180,7 @@ def main() -> None:
         sys.argv.remove("--verbose")
         os.environ["HYDRA_FULL_ERROR"] = "1"
     root = project_root()
+    os.environ[MAIN_PID_ENV] = str(os.getpid())  # launcher workers inherit it (_die_with_curate)
     from curation import namespace_lock as locks
 
     namespace = namespace_from_argv(sys.argv[1:], root)
@@ -184,6 +199,9 @@ def main() -> None:
         import hydra
 
         from curation.config_schema import register_configs
+        from curation.processes import loky_workers_die_with_parent
+
+        loky_workers_die_with_parent()  # hydra/launcher=joblib: its workers end with curate
 
         register_configs()
         app = hydra.main(version_base="1.3", config_path=str(root / "conf"), config_name="config")(_task)

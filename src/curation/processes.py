@@ -66,3 +66,28 @@ def die_with_parent_kwargs() -> dict[str, Any]:
         return {}
     parent = os.getpid()
     return {"preexec_fn": lambda: die_with_parent(parent)}
+
+
+def loky_workers_die_with_parent() -> None:
+    """Make joblib's ``loky`` backend (Hydra's joblib launcher, scikit-learn's ``n_jobs``) start its
+    workers with :func:`die_with_parent`: joblib offers no other way to give loky an initializer, so the
+    ``loky`` name is registered again, to a subclass that passes one. A no-op without joblib or Linux."""
+    if _prctl is None:
+        return
+    try:
+        from joblib import parallel
+        from joblib._parallel_backends import LokyBackend
+    except ImportError:
+        return
+    if getattr(parallel.BACKENDS.get("loky"), "_dies_with_parent", False):
+        return
+
+    class LokyDyingWithParent(LokyBackend):
+        _dies_with_parent = True
+
+        def configure(self, *args, **kwargs):
+            if "initializer" not in kwargs and "initializer" not in self.backend_kwargs:
+                kwargs["initializer"], kwargs["initargs"] = die_with_parent, (os.getpid(),)
+            return super().configure(*args, **kwargs)
+
+    parallel.register_parallel_backend("loky", LokyDyingWithParent)

@@ -71,6 +71,9 @@ def test_die_with_parent_kills_a_subprocess_when_its_parent_is_killed(tmp_path):
     ("scoring", ["pipeline=ingest+scoring"], "fasttext.train_supervised"),
     # a DataMask block process of selection (spawned by a ProcessPoolExecutor)
     ("selection", [], "spawn_main"),
+    # a sweep on Hydra's joblib launcher: its loky workers (one idle), and the trainer of a job in one
+    ("joblib sweep", ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "pipeline=ingest+scoring"],
+     "fasttext.train_supervised"),
 ])
 def test_no_child_survives_sigkill_of_curate(project, stage, overrides, needle):
     """Start `curate`, wait until the child is running (found in /proc by the marker its environment
