@@ -131,6 +131,10 @@ def test_second_curate_in_a_busy_namespace_stops_fast_and_a_waiting_one_takes_ov
         out = w_log.read_text()
         assert f"taking over the lock left by pid {a.pid}" in out and "no longer running" in out, out[-3000:]
         assert lock_file.read_text() == ""
+        # W succeeded: the namespace's staging folders (A's, left by the kill, and its own) are gone,
+        # and its summary says what its outputs take on disk
+        assert not (project / "data" / "02_intermediate" / ".staging" / "shared").exists()
+        assert "│ disk" in out and "under data/*/shared" in out, out[-3000:]
     finally:
         for p in (a, w):
             if p is not None and p.poll() is None:

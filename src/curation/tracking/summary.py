@@ -123,7 +123,7 @@ def human_bytes(n: float) -> str:
 
 def _disk(usage: DiskUsage) -> Section:
     section = Section("disk")
-    linked = (f", {human_bytes(usage.linked_bytes)} of it hard links into the result cache (not copies)"
+    linked = (f" ({human_bytes(usage.linked_bytes)} hard-linked from the result cache, not copied)"
               if usage.linked_bytes else "")
     section.rows.append(("outputs", f"{human_bytes(usage.outputs_bytes)} in {_num(usage.files)} files"
                                     f"{' under ' + usage.where if usage.where else ''}{linked}"))
