@@ -16,6 +16,10 @@ Reasons, in the order they are checked (a row gets the first that applies):
 ``too_long``        more than ``max_chars`` characters (a 5 MB page of a bad
                     extraction would dominate token budgets and memory)
 ``duplicate_id``    an id already kept earlier in the stream (first one wins)
+
+An id that is a list, an array or a dict is not dropped but refused (:class:`~curation.errors.InvalidIdError`,
+naming file, row and line): it means the id column is the wrong one, and stringifying it would make
+ids that look valid. Each rejected row keeps its place: ``row`` (from 0) and, for JSON Lines, ``line``.
 """
 
 from __future__ import annotations
@@ -132,7 +136,7 @@ def validate_documents(
 
     Returns ``(kept, rejected, report)``. ``kept`` has columns ``id``, ``text``
     and whichever of ``config.keep_columns`` exist; ``rejected`` has ``id``,
-    ``reason`` and ``source_file`` for every dropped row. ``seen_ids`` carries
+    ``reason``, ``source_file``, ``row`` and ``line`` for every dropped row. ``seen_ids`` carries
     the ids kept by earlier shards so duplicates across shards are caught; it
     is updated in place. ``check_duplicates=False`` leaves the ``duplicate_id`` rule to a
     later pass over all shards (:mod:`curation.shards.dedup`: no set of every id in memory);
