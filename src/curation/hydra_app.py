@@ -98,6 +98,7 @@ def _task(cfg: DictConfig) -> None:
 
     from curation import namespace_lock as locks
     from curation.errors import format_failure, user_message, verbose
+    from curation.shards.work import run_tempdir
 
     _die_with_curate()
     try:
@@ -106,7 +107,8 @@ def _task(cfg: DictConfig) -> None:
         root = project_root()
         locks.release_others(root, run["namespace"])  # an early lock on a namespace the config did not choose
         # One writer per namespace: the summary and the MLflow record describe the files this run wrote.
-        with locks.namespace_lock(root, run["namespace"], wait=bool(run.get("wait_for_lock"))):
+        with locks.namespace_lock(root, run["namespace"], wait=bool(run.get("wait_for_lock"))), \
+                run_tempdir(root, run["namespace"]):
             run_kedro(params)
     except Exception as err:
         message = user_message(err)

@@ -123,3 +123,22 @@ def test_remove_staging_removes_the_namespace_stage_folders_but_not_a_nested_nam
     assert sorted(p.name for p in (base / "ns").iterdir()) == ["multirun"] and sweep_job.is_dir()
     assert remove_staging(tmp_path, "ns/multirun/2026-01-01_00-00-00/0") == 0  # empty folders: nothing to free
     assert not (base / "ns").exists() and base.is_dir()  # empty parents go, up to .staging
+
+
+def test_run_tempdir_holds_the_runs_temporary_files_and_clears_a_killed_runs(tmp_path):
+    import tempfile
+
+    from curation.shards.work import STAGING, run_tempdir
+
+    folder = tmp_path / STAGING / "ns" / "tmp"
+    folder.mkdir(parents=True)
+    (folder / "fasttext_model_left.bin").write_bytes(b"x" * 1000)  # left by a run killed before its finally
+    before = tempfile.gettempdir()
+    with run_tempdir(tmp_path, "ns") as held:
+        assert held == folder and not (folder / "fasttext_model_left.bin").exists()
+        fd, path = tempfile.mkstemp(prefix="fasttext_train_")
+        os.close(fd)
+        assert Path(path).parent == folder
+        os.unlink(path)
+    assert tempfile.gettempdir() == before
+    assert not (tmp_path / STAGING / "ns").exists()  # empty: removed
