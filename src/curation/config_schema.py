@@ -65,6 +65,7 @@ class RunConfig:
     input_namespace: Optional[str] = None  # where a sweep job reads the datasets it does not produce (None = namespace)
     seed: int = 0  # global seed for every random choice of a run
     torch_threads: Optional[int] = None  # torch intra-op threads for the run (None = torch's default, one per core)
+    wait_for_lock: bool = False  # another run holds this namespace: wait for it (true) or fail at once (false)
 
     def __post_init__(self) -> None:
         check(bool(self.namespace), "namespace", self.namespace, "a non-empty folder name")

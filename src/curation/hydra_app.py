@@ -11,6 +11,8 @@ in a real ``KedroSession`` with the composed config as its parameters.
 from __future__ import annotations
 
 import logging
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,8 +52,11 @@ def run_kedro(params: dict[str, Any], *, project_path: Path | None = None, env: 
 
         combined = sum((pipelines[n] for n in names), start=Pipeline([]))
         params["run"]["free_inputs"] = sorted({i.split("@")[0] for i in combined.inputs() if not i.startswith("params:")})
+    from curation.errors import KnownFailureFilter
+
     with KedroSession.create(project_path=root, env=env or params.get("kedro_env"),
                              runtime_params={COMPOSED_KEY: True, **params}) as session:
+        KnownFailureFilter.install()  # a known failure is printed once, short (curation.errors)
         return session.run(pipeline_names=names)
 
 
@@ -88,25 +93,123 @@ def job_params(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _task(cfg: DictConfig) -> None:
-    from curation.configuration import ConfigError
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
+    from curation import namespace_lock as locks
+    from curation.errors import format_failure, user_message, verbose
+    from curation.shards.work import run_tempdir
+
+    _die_with_curate()
     try:
         params = job_params(cfg)
-    except ConfigError as err:
-        # The message names key, value and range; the parser's frames would only hide it.
-        raise err.with_traceback(None) from None
-    run_kedro(params)
+        run = params["run"]
+        root = project_root()
+        locks.release_others(root, run["namespace"])  # an early lock on a namespace the config did not choose
+        # One writer per namespace: the summary and the MLflow record describe the files this run wrote.
+        with locks.namespace_lock(root, run["namespace"], wait=bool(run.get("wait_for_lock"))), \
+                run_tempdir(root, run["namespace"]):
+            run_kedro(params)
+    except Exception as err:
+        message = user_message(err)
+        if message is None or verbose():
+            raise
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            # Hydra reports the failed job (and ends the sweep); the message, without the frames that hide it.
+            raise type(err)(message).with_traceback(None) if _plain(err) else RuntimeError(message) from None
+        # A known failure (bad input or config, a busy namespace, a full disk): its message names the file,
+        # row or key and the fix; the 80-160 lines of Kedro and Hydra frames would only bury it.
+        print(format_failure(message), file=sys.stderr, flush=True)
+        log.debug("known failure", exc_info=err)
+        raise SystemExit(2) from None
+
+
+MAIN_PID_ENV = "CURATION_MAIN_PID"
+
+
+def _die_with_curate() -> None:
+    """In a worker of a parallel launcher (``hydra/launcher=joblib``: loky processes that ``curate``
+    spawned): end with ``curate``, like every other child (:mod:`curation.processes`)."""
+    from curation.processes import die_with_parent
+
+    main_pid = os.environ.get(MAIN_PID_ENV, "")
+    if main_pid.isdigit() and os.getpid() != int(main_pid) and os.getppid() == int(main_pid):
+        die_with_parent(int(main_pid))
+
+
+def _plain(err: BaseException) -> bool:
+    """Whether ``type(err)(message)`` rebuilds the error (a one-argument constructor)."""
+    try:
+        type(err)("x")
+        return True
+    except Exception:
+        return False
+
+
+_PLAIN_KEY = re.compile(r"^\+{0,2}run\.namespace=(?P<value>[A-Za-z0-9_.@:/-]+)$")
+
+
+def namespace_from_argv(argv: list[str], root: Path) -> str | None:
+    """The namespace a plain ``curate`` call (no sweep, no option) will write, read off its overrides
+    before Hydra composes anything (importing the config schemas takes seconds), or None when the
+    command line alone cannot tell (an option, a sweep, an experiment or another run option, a
+    value to resolve)."""
+    namespace = None
+    for arg in argv:
+        if arg.startswith("-"):
+            return None  # -m, --cfg, --help, ...: not a plain run
+        key = arg.split("=", 1)[0].lstrip("+~")
+        if key in ("run.namespace", "run.wait_for_lock"):
+            match = _PLAIN_KEY.match(arg)
+            if key == "run.wait_for_lock" or match is None or "," in arg:
+                return None  # a wait, or a sweep / quoted / interpolated value: leave it to the composed config
+            namespace = match.group("value")
+        elif key in ("run", "experiment", "scale") or key.startswith("hydra"):
+            return None  # may set run.namespace
+    if namespace is None:
+        import yaml
+
+        try:
+            namespace = yaml.safe_load((root / "conf" / "run" / "default.yaml").read_text())["namespace"]
+        except (OSError, KeyError, TypeError, yaml.YAMLError):
+            return None
+    return str(namespace) if namespace else None
 
 
 def main() -> None:
-    import hydra
-
-    from curation.config_schema import register_configs
-
-    register_configs()
+    args = sys.argv[1:]
+    if "--verbose" in args:  # not a Hydra option: full traces for known failures too
+        sys.argv.remove("--verbose")
+        os.environ["HYDRA_FULL_ERROR"] = "1"
     root = project_root()
-    app = hydra.main(version_base="1.3", config_path=str(root / "conf"), config_name="config")(_task)
-    app()
+    os.environ[MAIN_PID_ENV] = str(os.getpid())  # launcher workers inherit it (_die_with_curate)
+    from curation import namespace_lock as locks
+
+    namespace = namespace_from_argv(sys.argv[1:], root)
+    try:
+        if namespace is not None:
+            # Before the seconds of imports and composition: a busy namespace fails at once.
+            try:
+                locks.acquire_early(root, namespace)
+            except locks.NamespaceBusy as err:
+                from curation.errors import format_failure, verbose
+
+                if verbose():
+                    raise
+                print(format_failure(str(err)), file=sys.stderr, flush=True)
+                raise SystemExit(2) from None
+        import hydra
+
+        from curation.config_schema import register_configs
+        from curation.processes import loky_workers_die_with_parent
+
+        loky_workers_die_with_parent()  # hydra/launcher=joblib: its workers end with curate
+
+        register_configs()
+        app = hydra.main(version_base="1.3", config_path=str(root / "conf"), config_name="config")(_task)
+        app()
+    finally:
+        locks.release_all()
 
 
 if __name__ == "__main__":  # python -m curation.hydra_app

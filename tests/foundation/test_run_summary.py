@@ -88,3 +88,59 @@ def test_a_bad_max_docs_is_named_before_ingest(max_docs):
     with pytest.raises(ConfigError, match=r"data\.max_docs"):
         parse_dataclass(DataConfig, {"max_docs": max_docs}, path="data")
     assert parse_dataclass(DataConfig, {"max_docs": 7}, path="data").max_docs == 7
+
+
+def test_disk_usage_counts_each_file_once_and_names_the_hard_links(tmp_path):
+    import os
+
+    from curation.tracking.summary import RunRecord, build_sections, disk_usage
+
+    cache = tmp_path / "cache" / "scoring-0123456789ab"
+    cache.mkdir(parents=True)
+    (cache / "model.bin").write_bytes(os.urandom(200_000))
+    out = tmp_path / "data" / "06_models" / "ns" / "raters"
+    out.mkdir(parents=True)
+    os.link(cache / "model.bin", out / "model.bin")  # published from the cache by a hard link
+    (out / "manifest.json").write_text("{}" * 3000)
+    usage = disk_usage([out, out / "model.bin"], tmp_path / "cache", where="data/*/ns")
+    model = (cache / "model.bin").stat().st_blocks * 512
+    assert usage.files == 2 and usage.linked_bytes == model
+    assert usage.outputs_bytes == model + (out / "manifest.json").stat().st_blocks * 512
+    assert usage.cache_bytes == model
+    rows = dict(next(s for s in build_sections(RunRecord(["__default__"], {}, disk=usage)) if s.title == "disk").rows)
+    assert "in 2 files under data/*/ns" in rows["outputs"] and "hard-linked from the result cache" in rows["outputs"]
+    assert usage.as_metrics()["disk_outputs_bytes"] == usage.outputs_bytes
+
+
+def test_remove_staging_removes_the_namespace_stage_folders_but_not_a_nested_namespace(tmp_path):
+    from curation.shards.work import STAGING, remove_staging
+
+    base = tmp_path / STAGING
+    (base / "ns" / "scoring-0123456789abcdef" / "fit").mkdir(parents=True)
+    (base / "ns" / "scoring-0123456789abcdef" / "fit" / "model.bin").write_bytes(b"x" * 10_000)
+    (base / "ns" / "ingest-89abcdef01234567").mkdir()
+    sweep_job = base / "ns" / "multirun" / "2026-01-01_00-00-00" / "0" / "selection-0123456789abcdef"
+    sweep_job.mkdir(parents=True)  # another namespace (a sweep job), maybe running: kept
+    assert remove_staging(tmp_path, "ns") >= 10_000
+    assert sorted(p.name for p in (base / "ns").iterdir()) == ["multirun"] and sweep_job.is_dir()
+    assert remove_staging(tmp_path, "ns/multirun/2026-01-01_00-00-00/0") == 0  # empty folders: nothing to free
+    assert not (base / "ns").exists() and base.is_dir()  # empty parents go, up to .staging
+
+
+def test_run_tempdir_holds_the_runs_temporary_files_and_clears_a_killed_runs(tmp_path):
+    import tempfile
+
+    from curation.shards.work import STAGING, run_tempdir
+
+    folder = tmp_path / STAGING / "ns" / "tmp"
+    folder.mkdir(parents=True)
+    (folder / "fasttext_model_left.bin").write_bytes(b"x" * 1000)  # left by a run killed before its finally
+    before = tempfile.gettempdir()
+    with run_tempdir(tmp_path, "ns") as held:
+        assert held == folder and not (folder / "fasttext_model_left.bin").exists()
+        fd, path = tempfile.mkstemp(prefix="fasttext_train_")
+        os.close(fd)
+        assert Path(path).parent == folder
+        os.unlink(path)
+    assert tempfile.gettempdir() == before
+    assert not (tmp_path / STAGING / "ns").exists()  # empty: removed

@@ -16,6 +16,10 @@ Reasons, in the order they are checked (a row gets the first that applies):
 ``too_long``        more than ``max_chars`` characters (a 5 MB page of a bad
                     extraction would dominate token budgets and memory)
 ``duplicate_id``    an id already kept earlier in the stream (first one wins)
+
+An id that is a list, an array or a dict is not dropped but refused (:class:`~curation.errors.InvalidIdError`,
+naming file, row and line): it means the id column is the wrong one, and stringifying it would make
+ids that look valid. Each rejected row keeps its place: ``row`` (from 0) and, for JSON Lines, ``line``.
 """
 
 from __future__ import annotations
@@ -23,14 +27,41 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
 
+from curation.errors import InvalidIdError, UserError
+
 PARSE_ERROR = "_parse_error"  # set by curation.datasets.jsonl for lines that are not JSON objects
+LINE = "_line"  # set by curation.datasets.jsonl: the 1-based line of each row in its file
 REASONS = ("invalid_json", "missing_id", "invalid_utf8", "empty_text", "too_long", "duplicate_id")
 
 
-class SchemaError(ValueError):
+class SchemaError(UserError, ValueError):
     """A shard lacks a required column; the message names the file and the column."""
+
+
+_SCALAR_IDS = (str, int, float, bool, np.integer, np.floating, np.bool_)
+
+
+def _bad_id(raw_id: object) -> bool:
+    """An id that is not one scalar value (a list, an array, a dict, a set): refused, not stringified."""
+    return raw_id is not None and raw_id is not pd.NA and not isinstance(raw_id, _SCALAR_IDS)
+
+
+def _where(position: int, line: object) -> str:
+    return f"row {position} (counted from 0)" + (f", line {int(line)}" if line is not None and not pd.isna(line) else "")
+
+
+def invalid_id_error(source_name: str, position: int, line: object, raw_id: object, id_column: str,
+                     columns: Iterable[str]) -> InvalidIdError:
+    preview = repr(raw_id.tolist() if isinstance(raw_id, np.ndarray) else raw_id)
+    preview = preview if len(preview) <= 80 else preview[:77] + "..."
+    kind = "list" if isinstance(raw_id, (list, tuple, np.ndarray)) else type(raw_id).__name__
+    return InvalidIdError(
+        f"{source_name}: {_where(position, line)}: the id ({id_column!r}) is a {kind}, "
+        f"{preview}; an id must be one string or number per row. Fix: set data.id_column to a column that "
+        f"holds one (columns present: {sorted(map(str, columns))}), or correct the row.")
 
 
 @dataclass
@@ -105,7 +136,7 @@ def validate_documents(
 
     Returns ``(kept, rejected, report)``. ``kept`` has columns ``id``, ``text``
     and whichever of ``config.keep_columns`` exist; ``rejected`` has ``id``,
-    ``reason`` and ``source_file`` for every dropped row. ``seen_ids`` carries
+    ``reason``, ``source_file``, ``row`` and ``line`` for every dropped row. ``seen_ids`` carries
     the ids kept by earlier shards so duplicates across shards are caught; it
     is updated in place. ``check_duplicates=False`` leaves the ``duplicate_id`` rule to a
     later pass over all shards (:mod:`curation.shards.dedup`: no set of every id in memory);
@@ -113,6 +144,7 @@ def validate_documents(
     ``rejected`` so that pass can put its rejections back in row order.
     """
     parse_errors = frame.pop(PARSE_ERROR) if PARSE_ERROR in frame.columns else None
+    lines = frame.pop(LINE) if LINE in frame.columns else None
     if parse_errors is not None and parse_errors.notna().all():
         raise SchemaError(f"{source_name}: no line parses as a JSON object ({parse_errors.iloc[0]})")
     check_schema(frame, config, source_name)
@@ -127,7 +159,11 @@ def validate_documents(
     raw_ids: Iterable = frame[config.id_column].tolist()
     raw_texts: Iterable = frame[config.text_column].tolist()
     broken: Iterable = parse_errors.notna().tolist() if parse_errors is not None else [False] * len(frame)
+    line_of = lines.tolist() if lines is not None else None
     for position, (raw_id, raw_text, is_broken) in enumerate(zip(raw_ids, raw_texts, broken)):
+        if not is_broken and _bad_id(raw_id):
+            raise invalid_id_error(source_name, position, line_of[position] if line_of else None, raw_id,
+                                   config.id_column, frame.columns)
         doc_id = None if raw_id is None or (not isinstance(raw_id, str) and pd.isna(raw_id)) else str(raw_id)
         text, utf8_ok = _decode(raw_text)
         reason = None
@@ -167,12 +203,18 @@ def validate_documents(
             kept[col] = frame.loc[mask, col]
     if row_numbers:
         kept["_row"] = pd.Series(range(len(frame)), index=frame.index, dtype="int64")[mask]
+        if lines is not None:
+            kept[LINE] = pd.Series(lines.to_numpy(), index=frame.index, dtype="Int64")[mask]
     report.rows_kept = int(mask.sum())
     rejected_frame = pd.DataFrame(
         {
             "id": pd.Series([r[0] for r in rejected], dtype="string"),
             "reason": pd.Series([r[1] for r in rejected], dtype="string"),
             "source_file": pd.Series([source_name] * len(rejected), dtype="string"),
+            # where the row is in its file: row (from 0), and for JSON Lines the line (from 1)
+            "row": pd.Series(rejected_rows, dtype="int64"),
+            "line": pd.Series([line_of[r] for r in rejected_rows] if line_of else [None] * len(rejected),
+                              dtype="Int64"),
         }
     )
     if row_numbers:

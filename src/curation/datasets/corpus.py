@@ -15,6 +15,8 @@ import fsspec
 
 from kedro_datasets.partitions import PartitionedDataset
 
+from curation.errors import UserError
+
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".json.gz", ".json.zst", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -24,10 +26,18 @@ def _infer_format(names: list[str]) -> str:
         return "parquet"
     if any(n.endswith(JSONL_SUFFIXES) for n in names):
         return "jsonl"
-    raise ValueError(
+    raise CorpusFormatError(
         "data.path matches no parquet (.parquet) or jsonl (.jsonl, .jsonl.gz, .jsonl.zst) files: "
         f"{names[:5]}{' ...' if len(names) > 5 else ''}"
     )
+
+
+class CorpusPathError(UserError, FileNotFoundError):
+    """``data.path`` names nothing, or no parquet / JSON Lines file (a user's mistake: a short message)."""
+
+
+class CorpusFormatError(UserError, ValueError):
+    """``data.path`` holds files, but none in a format the corpus reader knows."""
 
 
 class CorpusShardsDataset(PartitionedDataset):
@@ -91,7 +101,8 @@ class CorpusShardsDataset(PartitionedDataset):
         if self._file is not None:
             return [self._file]
         if not self._filesystem.exists(self._normalized_path):
-            raise FileNotFoundError(f"data.path does not exist: {self._path}")
+            raise CorpusPathError(f"data.path does not exist: {self._path}. Fix: give data.path a parquet or "
+                                  "JSON Lines file, a folder of them or a glob (docs/data.md).")
         return sorted(self._filesystem.find(self._normalized_path))
 
     def _list_partitions(self) -> list[str]:
@@ -107,7 +118,7 @@ class CorpusShardsDataset(PartitionedDataset):
                 "curation.datasets.jsonl.JSONLinesDataset", self._shard_load_args)
         self._cached_partitions = [f for f in files if f.endswith(suffixes)]
         if not self._cached_partitions:
-            raise FileNotFoundError(f"no {fmt} shards under data.path={self._pattern or self._path}")
+            raise CorpusPathError(f"no {fmt} shards under data.path={self._pattern or self._path}")
         self._format = fmt
         return self._cached_partitions
 

@@ -121,8 +121,11 @@ def load_static_model(folder: Path):
 _WORKER_MODEL = None
 
 
-def _init_worker(folder: str) -> None:
+def _init_worker(folder: str, parent_pid: int | None = None) -> None:
     global _WORKER_MODEL
+    from curation.processes import die_with_parent
+
+    die_with_parent(parent_pid)  # a killed curate takes its workers with it
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     from model2vec import StaticModel
 
@@ -193,7 +196,7 @@ class StaticEmbedder:
         bar = tqdm(total=n, desc="embed (static)", unit="doc", disable=not self.cfg.show_progress)
         if workers > 1:
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                                     initargs=(str(self.folder),)) as pool:
+                                     initargs=(str(self.folder), os.getpid())) as pool:
                 for i, vecs in enumerate(pool.map(_encode_chunk, chunks)):
                     out[i * step : i * step + len(vecs)] = vecs
                     bar.update(len(vecs))

@@ -26,7 +26,7 @@ def ingest_documents(
 ) -> tuple[ShardedDataset, ShardedDataset, dict[str, float]]:
     """Validate the shards (:func:`curation.shards.ingest.ingest_corpus`); return ``documents`` and
     ``rejected_documents`` as sharded datasets (one output shard per input shard; ``documents``: ``id, text``
-    + kept optional columns + ``category``; ``rejected``: ``id, reason, source_file``) and ``ingest_metrics``
+    + kept optional columns + ``category``; ``rejected``: ``id, reason, source_file, row, line``) and ``ingest_metrics``
     (rows read/kept, dropped per reason, summed over shards). Staging per ``run.namespace`` so parallel
     sweep jobs never share one."""
     namespace = str((run or {}).get("namespace") or "default")

@@ -196,11 +196,13 @@ def _train_in_fresh_process(params: dict):
 
     import fasttext
 
+    from curation.processes import die_with_parent_kwargs
+
     fd, out = tempfile.mkstemp(suffix=".bin", prefix="fasttext_model_")
     os.close(fd)
     try:
         done = subprocess.run([sys.executable, "-c", _FRESH_TRAIN, json.dumps(params), out],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, **die_with_parent_kwargs())
         if done.returncode != 0:
             raise RuntimeError(done.stderr.strip() or f"fastText training process exited {done.returncode}")
         return fasttext.load_model(out)

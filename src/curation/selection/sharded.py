@@ -262,7 +262,11 @@ def _run_blocks_local(tasks: Sequence[BlockTask], workers: int, in_process: bool
 
     # spawn: a clean interpreter per block (no forked torch thread pools); one task per child, so a
     # block's memory is returned to the system when it ends
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), max_tasks_per_child=1) as pool:
+    from curation.processes import die_with_parent
+
+    # each block process dies with this one (a killed curate leaves no worker writing into its folders)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), max_tasks_per_child=1,
+                             initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         for future in [pool.submit(run_block_task, task) for task in tasks]:
             future.result()
 

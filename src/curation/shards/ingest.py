@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import config_key
-from curation.data.validate import REASONS, ValidationConfig, validate_documents
+from curation.errors import EmptyCorpusError
+from curation.data.validate import LINE, REASONS, ValidationConfig, validate_documents
 from curation.shards.dedup import find_duplicates, partition_ids
 from curation.shards.executor import EngineConfig, ShardResult, ShardTask, run_shards, sum_stats
 from curation.shards.manifest import Manifest
@@ -69,7 +70,10 @@ def _validate_shard(frame: pd.DataFrame, name: str, *, config: ValidationConfig,
                                                 row_numbers=True)
     partition_ids(kept["id"], shard=name, shard_index=shard_index[name], bucket_dir=bucket_dir,
                   num_buckets=num_buckets)
-    rows = kept.pop("_row").to_numpy(dtype=np.int64)  # input row of each kept row, to order rejections later
+    # input row and (JSON Lines) line of each kept row: to order, and to place, duplicate rejections later
+    rows = kept.pop("_row").to_numpy(dtype=np.int64)
+    lines = kept.pop(LINE).fillna(-1).to_numpy(dtype=np.int64) if LINE in kept.columns else np.full(len(rows), -1)
+    rows = np.stack([rows, lines], axis=1)
     if "extra" in kept.columns:
         kept["category"] = category(kept["extra"])
     # ``validated`` is already in the final documents format: a shard without duplicates or cap
@@ -103,6 +107,9 @@ def _finish_shard(loaded: tuple[pd.DataFrame, np.ndarray, pd.DataFrame], name: s
                   drops: dict[str, np.ndarray], limits: dict[str, int], source: dict[str, str],
                   pass1: dict[str, dict]) -> ShardResult:
     kept, rows, rejected = loaded
+    # (row, line) pairs; a 1-d array is a work folder from before lines were kept
+    lines = rows[:, 1] if rows.ndim == 2 else np.full(len(rows), -1)
+    rows = rows[:, 0] if rows.ndim == 2 else rows
     is_dup = np.zeros(len(kept), dtype=bool)
     is_dup[drops.get(name, np.empty(0, dtype=np.int64))] = True
     n_dup = int(is_dup.sum())
@@ -110,6 +117,8 @@ def _finish_shard(loaded: tuple[pd.DataFrame, np.ndarray, pd.DataFrame], name: s
         "id": pd.Series(kept["id"].to_numpy()[is_dup], dtype="string"),
         "reason": pd.Series(["duplicate_id"] * n_dup, dtype="string"),
         "source_file": pd.Series([source[name]] * n_dup, dtype="string"),
+        "row": pd.Series(rows[is_dup], dtype="int64"),
+        "line": pd.Series(lines[is_dup], dtype="Int64").mask(lambda v: v < 0),
         "_row": rows[is_dup],
     })
     rejected = pd.concat([rejected, dup_rejected], ignore_index=True).sort_values("_row", kind="stable")
@@ -274,6 +283,41 @@ def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_r
     for scratch in ("validated", "kept_rows", "rejected_pass1", "buckets"):
         shutil.rmtree(work / scratch, ignore_errors=True)
     log.info("ingest: %s", result.metrics)
+    if result.metrics["rows_kept"] == 0:
+        raise empty_corpus_error(result.metrics, data, work / "rejected")
     return result
+
+
+# What to check when every row of a corpus was dropped for one reason.
+_FIX = {
+    "missing_id": "data.id_column names the id column",
+    "empty_text": "data.text_column names the text column",
+    "too_long": "data.max_chars (default 1,000,000 characters) fits the documents",
+    "invalid_json": "the files are JSON Lines (one JSON object per line; data.format forces a format)",
+    "invalid_utf8": "the text is UTF-8",
+    "duplicate_id": "the ids are unique",
+}
+
+
+def empty_corpus_error(metrics: dict[str, float], data: dict[str, Any], rejected: Path) -> EmptyCorpusError:
+    """Every row dropped, or none read: stop here, with the counts by cause, instead of failing later in
+    scoring with a message about classes."""
+    path = data.get("path", "?")
+    shards = f"{_num(metrics.get('shards_read', 0))} shard(s)"
+    if not metrics.get("rows_read"):
+        return EmptyCorpusError(f"data.path={path}: no document to select from: the {shards} read hold 0 rows. "
+                                f"Fix: point data.path at files with rows (parquet or JSON Lines).")
+    causes = sorted(((k.removeprefix("dropped_"), int(v)) for k, v in metrics.items()
+                     if k.startswith("dropped_") and v), key=lambda kv: -kv[1])
+    counts = ", ".join(f"{reason} {n:,}" for reason, n in causes)
+    fix = "; ".join(_FIX[reason] for reason, _ in causes if reason in _FIX)
+    return EmptyCorpusError(
+        f"data.path={path}: no document survived ingestion: {int(metrics['rows_read']):,} rows read from {shards}, "
+        f"all dropped ({counts}). Fix: check that {fix}. Each dropped row, with its file, row and line, is in "
+        f"{rejected / 'shards'}.")
+
+
+def _num(value: float) -> str:
+    return f"{int(value):,}"
 
 

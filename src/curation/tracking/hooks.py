@@ -112,6 +112,7 @@ def dataset_entity(name: str, data: Any, source: str | None) -> Any:
 class MlflowTrackingHook:
     def __init__(self) -> None:
         self._context = None
+        self._lock: Any = None  # ExitStack holding this run's namespace lock
         self._reset()
 
     def _reset(self) -> None:
@@ -124,6 +125,7 @@ class MlflowTrackingHook:
         self._free_inputs: set[str] = set()
         self._logged_inputs: set[str] = set()
         self._catalog: Any = None
+        self._output_paths: list[str] = []
 
     @hook_impl
     def after_context_created(self, context: Any) -> None:
@@ -136,6 +138,11 @@ class MlflowTrackingHook:
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
         import mlflow
 
+        from contextlib import ExitStack
+
+        from curation.namespace_lock import namespace_lock
+
+        self._release_lock()
         self._reset()
         self._started = time.perf_counter()
         params = self._context.params if self._context is not None else {}
@@ -143,6 +150,13 @@ class MlflowTrackingHook:
         names = [n or "__default__" for n in (run_params.get("pipeline_names")
                                               or [run_params.get("pipeline_name") or "__default__"])]
         root = self._root()
+        # One writer per namespace (``kedro run``; ``curate`` already holds it: re-entrant), taken before
+        # the MLflow run exists, so a busy namespace leaves no run behind.
+        run_cfg = params.get("run") or {}
+        lock = ExitStack()
+        lock.enter_context(namespace_lock(root, str(run_cfg.get("namespace") or "default"),
+                                          wait=bool(run_cfg.get("wait_for_lock"))))
+        self._lock = lock
         self._catalog = catalog
         self._free_inputs = {n for n in pipeline.inputs() if not n.startswith("params:") and n != "parameters"}
         outputs = {}
@@ -155,6 +169,8 @@ class MlflowTrackingHook:
         if figures:
             outputs["figures"] = ", ".join(figures)
         self._record = RunRecord(pipelines=names, params=params, outputs=outputs)
+        # every output with a path (data, figures, tables): what the run's disk figure adds up
+        self._output_paths = sorted({p for n in pipeline.outputs() if (p := _filepath(catalog, n))})
         if not tracking.get("enabled", True):
             return
         experiment_id = setup_experiment(tracking, root)
@@ -248,11 +264,16 @@ class MlflowTrackingHook:
         seconds = time.perf_counter() - self._started
         if record is not None:
             record.seconds, record.status = seconds, status
+            if status == "FINISHED":
+                self._finish_disk(record)
         if self._run_id is not None and self._owns_run:
             import mlflow
 
             client = mlflow.MlflowClient()
             client.log_metric(self._run_id, "pipeline_seconds", seconds)
+            if record is not None and record.disk is not None:
+                for key, value in record.disk.as_metrics().items():
+                    client.log_metric(self._run_id, key, value)
             if record is not None:
                 try:
                     client.set_tag(self._run_id, NOTE_TAG, to_markdown(record))
@@ -268,7 +289,36 @@ class MlflowTrackingHook:
                 print_summary(record)
             except Exception as exc:
                 log.warning("could not print the run summary: %s", exc)
+        self._release_lock()
         self._reset()
+
+    def _finish_disk(self, record: RunRecord) -> None:
+        """A successful run: its staging folders go; what its outputs take on disk is measured."""
+        from curation.cache import cache_dir
+        from curation.shards.work import remove_staging
+        from curation.tracking.summary import disk_usage
+
+        root = self._root()
+        namespace = str((record.params.get("run") or {}).get("namespace") or "default")
+        try:
+            remove_staging(root, namespace)
+        except OSError as exc:
+            log.warning("could not remove the staging folders of namespace %r: %s", namespace, exc)
+        try:
+            cache = record.params.get("cache") or {}
+            record.disk = disk_usage(
+                [p if Path(p).exists() else str(root / p) for p in self._output_paths],
+                cache_dir(cache) if cache.get("enabled", True) and "dir" in cache else None,
+                where=f"data/*/{namespace}")
+            if record.disk.cache_dir:
+                record.disk.cache_dir = relative(record.disk.cache_dir, root)
+        except Exception as exc:  # a figure in the summary must not fail the run
+            log.warning("could not measure the disk used by the run: %s", exc)
+
+    def _release_lock(self) -> None:
+        lock, self._lock = getattr(self, "_lock", None), None
+        if lock is not None:
+            lock.close()
 
     @hook_impl
     def after_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:

@@ -9,6 +9,7 @@ description (the ``mlflow.note.content`` tag, shown as markdown on the run page)
 from __future__ import annotations
 
 import math
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,87 @@ class RunRecord:
     experiment_id: str | None = None
     tracking_uri: str | None = None
     status: str = "FINISHED"
+    disk: "DiskUsage | None" = None  # what the run's outputs take on disk (measured at the end)
+
+
+@dataclass
+class DiskUsage:
+    """Bytes on disk of a run's outputs, each file counted once (hard links too)."""
+
+    outputs_bytes: int = 0
+    files: int = 0
+    linked_bytes: int = 0  # of which files with other hard links (the result cache's entries, counted once)
+    cache_bytes: int | None = None  # the whole result cache (shared by every run), None when off
+    cache_dir: str | None = None
+    where: str = ""  # the namespace's folders, e.g. data/*/default
+
+    def as_metrics(self) -> dict[str, float]:
+        out = {"disk_outputs_bytes": float(self.outputs_bytes), "disk_outputs_files": float(self.files)}
+        if self.cache_bytes is not None:
+            out["disk_cache_bytes"] = float(self.cache_bytes)
+        return out
+
+
+def _walk_files(path: Path):
+    if path.is_file():
+        yield path
+    elif path.is_dir():
+        for folder, _, files in os.walk(path):
+            for name in files:
+                yield Path(folder) / name
+
+
+def disk_usage(paths, cache_dir: Path | None = None, where: str = "") -> DiskUsage:
+    """Allocated bytes of the files under ``paths`` (files or folders), each inode once; and of
+    ``cache_dir`` when given. Never raises: a file removed meanwhile is skipped."""
+    usage = DiskUsage(where=where, cache_dir=None if cache_dir is None else str(cache_dir))
+    seen: set[tuple[int, int]] = set()
+    for path in paths:
+        for file in _walk_files(Path(path)):
+            try:
+                st = file.stat()
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            size = st.st_blocks * 512
+            usage.outputs_bytes += size
+            usage.files += 1
+            if st.st_nlink > 1:
+                usage.linked_bytes += size
+    if cache_dir is not None and Path(cache_dir).is_dir():
+        cache_seen: set[tuple[int, int]] = set()
+        total = 0
+        for file in _walk_files(Path(cache_dir)):
+            try:
+                st = file.stat()
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in cache_seen:
+                cache_seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+        usage.cache_bytes = total
+    return usage
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} TB"
+
+
+def _disk(usage: DiskUsage) -> Section:
+    section = Section("disk")
+    linked = (f" ({human_bytes(usage.linked_bytes)} hard-linked from the result cache, not copied)"
+              if usage.linked_bytes else "")
+    section.rows.append(("outputs", f"{human_bytes(usage.outputs_bytes)} in {_num(usage.files)} files"
+                                    f"{' under ' + usage.where if usage.where else ''}{linked}"))
+    if usage.cache_bytes is not None:
+        section.rows.append(("result cache", f"{human_bytes(usage.cache_bytes)} in {usage.cache_dir} (all runs)"))
+    return section
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -193,6 +275,8 @@ def build_sections(record: RunRecord) -> list[Section]:
     for name, values in m.items():
         if name not in _HANDLED and values:
             sections.append(_other(name, values))
+    if record.disk is not None:
+        sections.append(_disk(record.disk))
     if record.outputs:
         sections.append(Section("outputs", [(name, path) for name, path in record.outputs.items()]))
     if record.run_id:

@@ -1,0 +1,107 @@
+"""Failures a user can act on, and how ``curate`` reports them.
+
+A known failure (bad input, bad config, a namespace held by another run, a full disk) is printed
+as one short message that names the file, row or key and the fix; the Python trace, which would
+only bury that line under 80-160 lines of Kedro and Hydra frames, is shown only with
+``HYDRA_FULL_ERROR=1`` or ``curate --verbose``. Anything else is a bug or an unforeseen failure
+and keeps its full trace.
+
+Known failures are :class:`UserError` (and its subclasses), the config errors of
+:mod:`curation.configuration`, the schema errors of :mod:`curation.data.validate`, the lineage
+errors of :mod:`curation.shards.lineage`, and ``OSError`` for a full disk, an exhausted quota or a
+read-only file system. They are found anywhere in the chain of causes (Kedro wraps a dataset's
+error in its own ``DatasetError``).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import sys
+from typing import Iterator
+
+VERBOSE_ENV = "HYDRA_FULL_ERROR"  # Hydra's own switch for full traces; `curate --verbose` sets it
+
+
+class UserError(Exception):
+    """A failure caused by the input, the config or the environment, with a message that names
+    what is wrong (file, row, key) and how to fix it."""
+
+
+class EmptyCorpusError(UserError, ValueError):
+    """No document of the corpus survived ingestion."""
+
+
+class InvalidIdError(UserError, ValueError):
+    """A row's id is a list, a dict or another value that cannot be a document id."""
+
+
+_DISK = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exhausted",
+         errno.EROFS: "the file system is read-only"}
+
+
+def verbose() -> bool:
+    return os.environ.get(VERBOSE_ENV, "") not in ("", "0", "false", "False")
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _known_classes() -> tuple[type[BaseException], ...]:
+    from curation.configuration import ConfigError
+    from curation.data.validate import SchemaError
+    from curation.shards.lineage import LineageError
+
+    return UserError, ConfigError, SchemaError, LineageError
+
+
+def user_message(err: BaseException) -> str | None:
+    """The short message for a known failure anywhere in ``err``'s chain of causes; None for others."""
+    known = _known_classes()
+    for cause in _chain(err):
+        if isinstance(cause, known):
+            text = str(cause)
+            return text.strip() or type(cause).__name__
+        if isinstance(cause, OSError) and cause.errno in _DISK:
+            where = f" while writing {cause.filename}" if cause.filename else ""
+            fix = ("free space (or point the outputs elsewhere: run from a copy of the project on a larger disk, "
+                   "or delete old namespaces under data/ and data/04_feature/cache/), then run the same command "
+                   "again: finished shards are kept and the run resumes; files are written atomically, so none is "
+                   "half-written" if cause.errno != errno.EROFS else
+                   "make the project's data/ folder writable, then run the same command again")
+            return f"{_DISK[cause.errno]}{where} ({cause.strerror}). Fix: {fix}."
+    return None
+
+
+def format_failure(message: str) -> str:
+    """The text printed for a known failure."""
+    return (f"curate: error: {message}\n"
+            f"(the full trace: run again with HYDRA_FULL_ERROR=1 or curate --verbose)")
+
+
+class KnownFailureFilter(logging.Filter):
+    """Drops Kedro's log records about a failing node ("Node ... failed with error: <message>", "No
+    nodes ran ...") while a known failure is being handled: ``curate`` prints that message once,
+    short. Other failures, and every failure with ``HYDRA_FULL_ERROR=1``, keep them."""
+
+    LOGGERS = ("kedro.pipeline.node", "kedro.runner.runner", "kedro.runner.sequential_runner")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or verbose():
+            return True
+        handled = sys.exc_info()[1]
+        return handled is None or user_message(handled) is None
+
+    @classmethod
+    def install(cls) -> None:
+        for name in cls.LOGGERS:
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, cls) for f in logger.filters):
+                logger.addFilter(cls())

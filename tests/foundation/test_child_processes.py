@@ -1,0 +1,104 @@
+"""Children die with their parent: after SIGKILL of `curate`, no worker or trainer it started runs on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from curation import processes
+from tests.conftest import CORPUS_DIR
+from tests.processes import MARKER_ENV, marked_processes
+
+BIN = Path(sys.executable).parent
+
+
+def _wait_for(predicate, timeout: float, what: str, process: subprocess.Popen | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        if process is not None and process.poll() is not None:
+            pytest.fail(f"curate ended (exit {process.returncode}) before {what}")
+        time.sleep(0.05)
+    pytest.fail(f"no {what} within {timeout} s")
+
+
+def _kill_all(pids) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_die_with_parent_kills_a_subprocess_when_its_parent_is_killed(tmp_path):
+    """The helper itself, on a real process tree: parent (python) -> child (sleep), parent SIGKILLed."""
+    if not processes.supported():
+        pytest.skip("parent-death signal is Linux only")
+    pid_file = tmp_path / "child.pid"
+    parent_code = (
+        "import subprocess, sys\n"
+        "from curation.processes import die_with_parent_kwargs\n"
+        "child = subprocess.Popen(['sleep', '300'], **die_with_parent_kwargs())\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "child.wait()\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code])
+    try:
+        child = int(_wait_for(lambda: pid_file.is_file() and pid_file.read_text(), 60, "child pid", parent))
+        parent.kill()
+        parent.wait()
+        gone = _wait_for(lambda: not Path(f"/proc/{child}").exists() or
+                         Path(f"/proc/{child}/stat").read_text().split(") ")[1].startswith("Z"), 5,
+                         "end of the child after its parent's SIGKILL")
+        assert gone
+    finally:
+        parent.kill()
+        if pid_file.is_file():
+            _kill_all([int(pid_file.read_text())])
+
+
+@pytest.mark.parametrize("stage, overrides, needle", [
+    # scoring's isolated fastText trainer (a subprocess)
+    ("scoring", ["pipeline=ingest+scoring"], "fasttext.train_supervised"),
+    # a DataMask block process of selection (spawned by a ProcessPoolExecutor)
+    ("selection", [], "spawn_main"),
+    # a sweep on Hydra's joblib launcher: its loky workers (one idle), and the trainer of a job in one
+    ("joblib sweep", ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "pipeline=ingest+scoring"],
+     "fasttext.train_supervised"),
+])
+def test_no_child_survives_sigkill_of_curate(project, stage, overrides, needle):
+    """Start `curate`, wait until the child is running (found in /proc by the marker its environment
+    carries), SIGKILL `curate`, and find no process of that run 5 s later."""
+    if not processes.supported():
+        pytest.skip("parent-death signal is Linux only")
+    marker = f"kill-{uuid.uuid4().hex[:12]}"
+    env = {**os.environ, MARKER_ENV: marker, "CURATION_PROJECT_ROOT": str(project),
+           "KEDRO_DISABLE_TELEMETRY": "true"}
+    args = [str(BIN / "curate"), *overrides, f"data.path={CORPUS_DIR}", "data.max_docs=300",
+            "cache.enabled=false", "tracking.enabled=false"]
+    log = open(project / "curate.log", "w")
+    curate = subprocess.Popen(args, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        children = _wait_for(
+            lambda: {pid: cmd for pid, cmd in marked_processes(marker).items() if needle in cmd},
+            300, f"{stage} child process", curate)
+        os.kill(curate.pid, signal.SIGKILL)
+        curate.wait()
+        killed_at = time.monotonic()
+        while marked_processes(marker) and time.monotonic() - killed_at < 5:
+            time.sleep(0.05)
+        left = marked_processes(marker)
+        assert not left, f"still running 5 s after SIGKILL of curate (children were {children}): {left}"
+    finally:
+        curate.kill()
+        _kill_all(marked_processes(marker))
+        log.close()
