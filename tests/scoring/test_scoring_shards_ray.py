@@ -15,6 +15,7 @@ from curation.shards import EngineConfig
 from tests.scoring.conftest import write_shards
 
 SMALL = {
+    "training": {"source": "corpus"},  # trained on these rows' own labels (reference: test_scoring_reference.py)
     "fasttext_dclm": {"bucket": 20000, "thread": 1},
     "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1},
     "edu": {"max_per_rule": 16},
