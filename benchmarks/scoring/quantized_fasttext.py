@@ -39,14 +39,20 @@ RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT / "src"))
 
 # (cutoff, retrain, dsub, qnorm); the config default is added and marked
-SETTINGS = [(0, False, 2, True), (100_000, False, 2, True), (400_000, False, 2, True), (100_000, True, 2, True)]
+SETTINGS = [(200_000, False, 1, True), (200_000, True, 2, True), (50_000, False, 2, True)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raters", default="fasttext_dclm,fasttext_ultrafineweb")
     parser.add_argument("--out", default=str(RESULTS / "quantized_fasttext.csv"))
+    parser.add_argument("--settings", default=",".join(":".join(str(int(v)) for v in s) for s in SETTINGS),
+                        help="quantize settings cutoff:retrain:dsub:qnorm, comma-separated (the config default "
+                             "is always added); '' = the default only")
+    parser.add_argument("--no-seed-baseline", action="store_true", help="skip the second full model (seed 1)")
     args = parser.parse_args()
+    chosen = [tuple(int(v) for v in item.split(":")) for item in args.settings.split(",") if item]
+    chosen = [(c, bool(r), d, bool(q)) for c, r, d, q in chosen]
 
     import fasttext
     from scipy.stats import pearsonr, spearmanr
@@ -95,15 +101,17 @@ def main() -> None:
         knobs = dict(cutoff=0, retrain=False, dsub=0, qnorm=False, default=False)
         record(name, "full", full_path, full, full, full_seconds, **knobs)
 
-        other = FastTextRater(replace(default, quantize=False, isolate_training=False, seed=1))
-        t0 = time.perf_counter()
-        other.fit_prepared(pos, neg)
-        seconds = time.perf_counter() - t0
-        other.model.save_model(str(work / f"{name}_seed1.bin"))
-        record(name, "full_seed1", work / f"{name}_seed1.bin", other.score_prepared(prepared), full, seconds, **knobs)
-        del other
+        if not args.no_seed_baseline:
+            other = FastTextRater(replace(default, quantize=False, isolate_training=False, seed=1))
+            t0 = time.perf_counter()
+            other.fit_prepared(pos, neg)
+            seconds = time.perf_counter() - t0
+            other.model.save_model(str(work / f"{name}_seed1.bin"))
+            record(name, "full_seed1", work / f"{name}_seed1.bin", other.score_prepared(prepared), full, seconds,
+                   **knobs)
+            del other
 
-        settings = list(SETTINGS)
+        settings = list(chosen)
         configured = (default.quantize_cutoff, default.quantize_retrain, default.quantize_dsub, default.quantize_qnorm)
         if configured not in settings:
             settings.append(configured)

@@ -63,19 +63,19 @@ def test_a_plain_id_text_corpus_runs_the_default_job_the_same_every_time_and_aft
     _curate(project, f"data.path={path}", "run.namespace=plain_b", "cache.enabled=false")
     assert _selected(project, "plain_b") == selected
 
-    # kill -9 in the middle of scoring (its stage folder exists, its scores are not finished), then the
-    # same command again: it resumes and selects the same ids (the defaults: the cache on)
+    # kill -9 in the middle of the scoring pipeline (embeddings finished, scores not), then the same
+    # command again: it resumes from what the killed run finished and selects the same ids (the
+    # defaults: the cache on)
     cache = project / "data" / "04_feature" / "cache"
     args = [str(BIN / "curate"), f"data.path={path}", "run.namespace=plain_killed"]
     proc = subprocess.Popen(args, cwd=project, env=_env(project), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
-    while not list(cache.glob("scoring-*")) and proc.poll() is None and time.monotonic() < deadline:
+    while not list(cache.glob("embeddings-*/manifest.json")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    (stage,) = cache.glob("scoring-*")
-    assert not (stage / "scores" / "manifest.json").exists()  # killed before scoring finished
+    assert list(cache.glob("embeddings-*/manifest.json")) and not list(cache.glob("scoring-*/scores/manifest.json"))
     _curate(project, f"data.path={path}", "run.namespace=plain_killed")
     assert _selected(project, "plain_killed") == selected

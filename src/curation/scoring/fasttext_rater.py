@@ -79,14 +79,16 @@ class FastTextConfig:
     isolate_training: bool = True
     # fastText's own quantize() after training ("FastText.zip", Joulin et al. 2016, Sec. 3): keep the
     # quantize_cutoff rows of the input matrix (words and n-gram buckets) with the largest norms,
-    # retrain on the training file with only those, then product-quantise the rows (sub-vectors of
-    # quantize_dsub dims) and their norms (qnorm). A 2M-bucket model shrinks from 0.8-2 GB to a few MB;
-    # benchmarks/scoring/quantized_fasttext.py measures the agreement with the full model. false = full model.
+    # optionally retrain with only those (quantize_retrain), then product-quantise the rows (sub-vectors
+    # of quantize_dsub dims, 256 centroids each) and their norms (qnorm). false = keep the full model.
+    # Defaults: 200k rows, 2-dim sub-vectors, no retraining: retraining moves the model away from the
+    # full one, and 1-dim sub-vectors agree no better with the full model (the pruned rows dominate)
+    # while quantizing 6x slower (benchmarks/scoring/quantized_fasttext.py, benchmarks/results/).
     quantize: bool = True
-    quantize_cutoff: int = 100_000
+    quantize_cutoff: int = 200_000
     quantize_dsub: int = 2
     quantize_qnorm: bool = True
-    quantize_retrain: bool = True
+    quantize_retrain: bool = False
 
 
 @dataclass

@@ -340,8 +340,6 @@ def ensure_reference(cfg: "ScoringConfig", embedding=None, root: Path | None = N
     embeddings) is configured: the heads are trained in the same vector space as the run's.
     A rater with a ``pretrained_path`` is not built here.
     """
-    from curation.embedding.artifacts import ensure_artifact
-    from curation.scoring.dsir import DSIRImportance  # noqa: F401  (import errors surface here)
     from curation.scoring.embedding_raters import EduRater, WikiRater
     from curation.scoring.fasttext_rater import FastTextRater
 
@@ -354,31 +352,36 @@ def ensure_reference(cfg: "ScoringConfig", embedding=None, root: Path | None = N
     raters: dict[str, Any] = {}
     folders: dict[str, Path] = {}
     counts: dict[str, float] = {}
+    have: set[str] = set()  # raters a pretrained_dir provides are loaded from there, not built here
+    if cfg.pretrained_dir:
+        from curation.scoring.persistence import read_manifest
+
+        have = set(read_manifest(cfg.pretrained_dir)["raters"])
     for name in ("fasttext_dclm", "fasttext_ultrafineweb"):
-        if name not in cfg.raters or getattr(cfg, name).pretrained_path:
+        if name not in cfg.raters or getattr(cfg, name).pretrained_path or name in have:
             continue
         spec = fasttext_spec(name, cfg)
-        folder = _ensure(ensure_artifact, spec, lambda out, n=name: _build_fasttext(n, cfg, out), root)
+        folder = _ensure(spec, lambda out, n=name: _build_fasttext(n, cfg, out), root)
         raters[name] = FastTextRater.load(folder / f"{name}.bin")
         folders[name] = folder
         _flat(name, json.loads((folder / "training.json").read_text()), counts)
     eval_embeddings = None
-    if "edu" in cfg.raters or "wiki" in cfg.raters:
+    if {"edu", "wiki"} & set(cfg.raters) - have:
         if _needs_embedding(cfg) and embedding is None:
             raise ValueError("the reference edu / wiki heads are trained in the run's embedding space: pass the "
                              "embedding config (EmbedderConfig), or set scoring.training.source=corpus")
-        folder = _ensure(ensure_artifact, heads_spec(cfg, embedding), lambda out: _build_heads(cfg, embedding, out),
+        folder = _ensure(heads_spec(cfg, embedding), lambda out: _build_heads(cfg, embedding, out),
                          root)
         for name, cls in (("edu", EduRater), ("wiki", WikiRater)):
-            if name in cfg.raters:
+            if name in cfg.raters and name not in have:
                 raters[name] = cls.load(folder / f"{name}.joblib")
                 folders[name] = folder
         if (folder / "eval_embeddings.npy").is_file():
             eval_embeddings = np.load(folder / "eval_embeddings.npy")
         _flat("heads", json.loads((folder / "training.json").read_text()), counts)
     dsir_counts: dict[str, np.ndarray] = {}
-    if "dsir" in cfg.raters:
-        folder = _ensure(ensure_artifact, dsir_spec(cfg), lambda out: _build_dsir(cfg, out), root)
+    if "dsir" in cfg.raters and not {f"{t}_importance" for t in cfg.dsir.targets} <= have:
+        folder = _ensure(dsir_spec(cfg), lambda out: _build_dsir(cfg, out), root)
         with np.load(folder / "dsir_counts.npz") as f:
             dsir_counts = {k: f[k].copy() for k in f.files}
         folders["dsir"] = folder
@@ -389,8 +392,9 @@ def ensure_reference(cfg: "ScoringConfig", embedding=None, root: Path | None = N
     return ReferenceRaters(raters, dsir_counts, folders, eval_rows, eval_embeddings, counts)
 
 
-def _ensure(ensure_artifact, spec: Mapping[str, Any], build, root: Path) -> Path:
-    from curation.embedding.artifacts import MANIFEST, spec_digest
+def _ensure(spec: Mapping[str, Any], build, root: Path) -> Path:
+    """The artifact folder of ``spec`` under ``root``, built by ``build(tmp)`` if absent (once, under a lock)."""
+    from curation.embedding.artifacts import MANIFEST, ensure_artifact, spec_digest
 
     final = root / f"{spec['kind']}-{spec_digest(spec)}"
     if not (final / MANIFEST).is_file():

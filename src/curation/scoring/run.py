@@ -108,7 +108,7 @@ def _check_label_columns(sample: pd.DataFrame, cfg: ScoringConfig) -> None:
     """``training.source=corpus``: the corpus must carry the label columns (a clear error, not a KeyError)."""
     needing = [r for r in cfg.raters if r in LABEL_NEEDING]
     missing = [] if ("category" in sample.columns or "extra" in sample.columns) else ["extra (or category)"]
-    if any(r.startswith("fasttext") for r in needing) and "quality_label" not in sample.columns:
+    if set(needing) - {"dsir"} and "quality_label" not in sample.columns:  # the human-label split
         missing.append("quality_label")
     if needing and missing:
         raise ValueError(
@@ -361,8 +361,9 @@ def fit_scoring(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scorin
     # quality; a signal where lower is better shows as AUC < 0.5). Only the eval rows are scored.
     held_out, emb = None, None
     if reference is not None:  # the reference's held-out rows (never trained on), scored by this run's raters
-        held_out = reference.eval_rows
         emb = reference.eval_embeddings if needs_embeddings(cfg) else None
+        if emb is not None or not needs_embeddings(cfg):  # (heads from a pretrained_dir: no eval vectors)
+            held_out = reference.eval_rows
     elif "quality_label" in sample.columns:
         split = human_label_split(sample, cfg.training.eval_fraction, cfg.training.split_salt).to_numpy()
         rows = np.flatnonzero(split == EVAL)
