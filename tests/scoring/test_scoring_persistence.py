@@ -16,8 +16,8 @@ from curation.scoring.persistence import RaterFolder, load_raters, read_manifest
 
 SMALL = {
     "training": {"source": "corpus"},  # trained on these rows' own labels (reference: test_scoring_reference.py)
-    "fasttext_dclm": {"bucket": 20000, "thread": 1},
-    "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1},
+    "fasttext_dclm": {"bucket": 20000, "thread": 1, "quantize": False},
+    "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1, "quantize": False},
     "edu": {"max_per_rule": 16},
     "dsir": {"targets": {"wikipedia": ["encyclopedic"]}},  # the subset has no books
 }
