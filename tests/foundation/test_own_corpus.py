@@ -10,6 +10,7 @@ selects exactly the same ids; a run killed with SIGKILL in the middle of scoring
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -42,6 +43,17 @@ def _selected(project: Path, namespace: str) -> list[str]:
     return ids.tolist()
 
 
+def _disk(*folders: Path) -> int:
+    """Bytes of the files under ``folders``, each file once (hard links are one file); symlinks not followed."""
+    seen: dict[tuple[int, int], int] = {}
+    for folder in folders:
+        for root, _, files in os.walk(folder):
+            for name in files:
+                st = os.lstat(os.path.join(root, name))
+                seen[(st.st_dev, st.st_ino)] = st.st_size
+    return sum(seen.values())
+
+
 def _plain_corpus(project: Path) -> Path:
     rows = pd.read_parquet(CORPUS_SHARDS[1]).head(DOCS)
     plain = pd.DataFrame({"text": rows["text"], "note": "unrelated", "id": rows["id"]})  # not id, text
@@ -58,6 +70,13 @@ def test_a_plain_id_text_corpus_runs_the_default_job_the_same_every_time_and_aft
     selected = _selected(project, "plain_a")
     assert len(selected) == DOCS // 10 and set(selected) <= set(documents["id"])  # budget.keep_ratio 0.1
     assert "ROC-AUC" in first.stdout  # measured on the reference's held-out human labels
+    # disk: the run's own files are small, the quantized reference models are shared (not under this project)
+    from curation.scoring.reference import shared_model_root
+
+    manifest = json.loads((project / "data/06_models/plain_a/raters/manifest.json").read_text())
+    used = {shared_model_root() / folder for folder in manifest["meta"]["reference"].values()}
+    assert len(used) == 4  # fastText x2, the heads, DSIR
+    assert _disk(project / "data") < 100 * 2**20 and 0 < _disk(*used) < 200 * 2**20
 
     # same input, same output: the cache off, nothing is reused, every step recomputed
     _curate(project, f"data.path={path}", "run.namespace=plain_b", "cache.enabled=false")

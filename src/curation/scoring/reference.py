@@ -138,10 +138,16 @@ def load_reference_corpus(path: str | os.PathLike = DEFAULT_REFERENCE_PATH) -> p
 
 
 def reference_eval_rows(cfg: "ScoringConfig") -> pd.DataFrame:
-    """The held-out human-label rows of the reference (``id``, ``text``, ``quality_label``): never trained on."""
-    ref = load_reference_corpus(cfg.training.reference_path)
-    split = human_label_split(ref, cfg.training.eval_fraction, cfg.training.split_salt).to_numpy()
-    return ref.loc[split == EVAL, ["id", "text", "quality_label"]].reset_index(drop=True)
+    """The held-out human-label rows of the reference (``id``, ``text``, ``quality_label``): never trained on.
+    Reads the labelled rows only (a run does not keep the reference corpus in memory)."""
+    parts = []
+    for f in reference_files(cfg.training.reference_path):
+        frame = pd.read_parquet(f, columns=["id", "text", "quality_label"], filters=[("quality_label", "in", [0, 1])])
+        parts.append(frame)
+    labelled = pd.concat(parts, ignore_index=True)
+    labelled["quality_label"] = labelled["quality_label"].astype("float64")
+    split = human_label_split(labelled, cfg.training.eval_fraction, cfg.training.split_salt).to_numpy()
+    return labelled.loc[split == EVAL].reset_index(drop=True)
 
 
 def _versions(packages: tuple[str, ...]) -> dict[str, str]:
@@ -378,6 +384,7 @@ def ensure_reference(cfg: "ScoringConfig", embedding=None, root: Path | None = N
                 folders[name] = folder
         if (folder / "eval_embeddings.npy").is_file():
             eval_embeddings = np.load(folder / "eval_embeddings.npy")
+            eval_ids = json.loads((folder / "eval_ids.json").read_text())
         _flat("heads", json.loads((folder / "training.json").read_text()), counts)
     dsir_counts: dict[str, np.ndarray] = {}
     if "dsir" in cfg.raters and not {f"{t}_importance" for t in cfg.dsir.targets} <= have:
@@ -385,10 +392,11 @@ def ensure_reference(cfg: "ScoringConfig", embedding=None, root: Path | None = N
         with np.load(folder / "dsir_counts.npz") as f:
             dsir_counts = {k: f[k].copy() for k in f.files}
         folders["dsir"] = folder
+    _read_reference.cache_clear()  # the builders' copy of the reference corpus: not kept for the run
     eval_rows = reference_eval_rows(cfg)
-    if eval_embeddings is not None and len(eval_embeddings) != len(eval_rows):
-        raise RuntimeError(f"{folders.get('edu') or folders.get('wiki')}: {len(eval_embeddings)} eval vectors for "
-                           f"{len(eval_rows)} held-out rows (reference corpus changed under the same digest?)")
+    if eval_embeddings is not None and eval_ids != eval_rows["id"].tolist():
+        raise RuntimeError(f"{folders.get('edu') or folders.get('wiki')}: its eval vectors are not those of the "
+                           f"{len(eval_rows)} held-out rows (a changed split salt or eval_fraction must change the digest)")
     return ReferenceRaters(raters, dsir_counts, folders, eval_rows, eval_embeddings, counts)
 
 
@@ -401,13 +409,6 @@ def _ensure(spec: Mapping[str, Any], build, root: Path) -> Path:
         log.info("scoring: building the reference rater %s from the bundled corpus (once; shared by every run)",
                  final.name)
     return ensure_artifact(spec, build, root)
-
-
-def reference_key(cfg: "ScoringConfig") -> dict[str, str] | None:
-    """What the reference raters of ``cfg`` are made from, for a result cache key (None: source=corpus)."""
-    if cfg.training.source != "reference":
-        return None
-    return reference_fingerprint(cfg.training.reference_path)
 
 
 def build_configured_reference(overrides: list[str] | None = None) -> dict[str, str]:
