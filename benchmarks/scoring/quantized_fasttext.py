@@ -50,7 +50,12 @@ def main() -> None:
                         help="quantize settings cutoff:retrain:dsub:qnorm, comma-separated (the config default "
                              "is always added); '' = the default only")
     parser.add_argument("--no-seed-baseline", action="store_true", help="skip the second full model (seed 1)")
+    parser.add_argument("--full-model", default=None,
+                        help="compare this saved full model (one rater in --raters) with the quantized reference "
+                             "model of the config (data/06_models/shared) instead of training; appends to --out")
     args = parser.parse_args()
+    if args.full_model:
+        return compare_reference(args)
     chosen = [tuple(int(v) for v in item.split(":")) for item in args.settings.split(",") if item]
     chosen = [(c, bool(r), d, bool(q)) for c, r, d, q in chosen]
 
@@ -137,6 +142,47 @@ def main() -> None:
     write_csv(rows, out)
     plot(rows, out.with_suffix(".png"))
     print("wrote", out, out.with_suffix(".png"))
+
+
+def compare_reference(args) -> None:
+    """One row: the config's quantized reference model vs a full model trained on the same set (--full-model)."""
+    from scipy.stats import pearsonr, spearmanr
+
+    from curation.scoring import ScoringConfig
+    from curation.scoring.fasttext_rater import FastTextRater
+    from curation.scoring.reference import ensure_reference, load_reference_corpus
+    from curation.scoring.training_sets import EVAL, eval_roc_auc, human_label_split
+
+    (name,) = args.raters.split(",")
+    cfg = replace(ScoringConfig(), raters=[name])
+    reference = ensure_reference(cfg)
+    quantized = reference.raters[name]
+    full = FastTextRater.load(quantized.cfg.pretrained_path)
+    full._load_model(args.full_model)
+    ref = load_reference_corpus(cfg.training.reference_path)
+    eval_mask = (human_label_split(ref, cfg.training.eval_fraction, cfg.training.split_salt) == EVAL).to_numpy()
+    prepared = quantized.preprocess(ref["text"].tolist())
+    a, b = full.score_prepared(prepared), quantized.score_prepared(prepared)
+    ok = np.isfinite(a) & np.isfinite(b)
+    load1, load5, load15 = os.getloadavg()
+    out = Path(args.out)
+    rows = list(csv.DictReader(open(out))) if out.is_file() else []
+    default = getattr(cfg, name)
+    rows.append({"rater": name, "variant": f"quantized reference artifact {Path(quantized.cfg.pretrained_path).parent.name}",
+                 "cutoff": default.quantize_cutoff, "retrain": default.quantize_retrain, "dsub": default.quantize_dsub,
+                 "qnorm": default.quantize_qnorm, "default": True,
+                 "size_mb": round(os.path.getsize(quantized.cfg.pretrained_path) / 2**20, 3), "seconds": "",
+                 "spearman_vs_full": float(spearmanr(a[ok], b[ok]).statistic),
+                 "pearson_vs_full": float(pearsonr(a[ok], b[ok]).statistic),
+                 "max_abs_diff": float(np.abs(a[ok] - b[ok]).max()),
+                 "roc_auc_eval": eval_roc_auc(ref.loc[eval_mask].reset_index(drop=True), b[eval_mask],
+                                              cfg.training)["roc_auc"],
+                 "n_eval": int(eval_mask.sum()), "docs": int(ok.sum()), "loadavg_1": round(load1, 2),
+                 "loadavg_5": round(load5, 2), "loadavg_15": round(load15, 2)})
+    print(rows[-1], flush=True)
+    write_csv(rows, out)
+    plot([{**r, "size_mb": float(r["size_mb"]), "spearman_vs_full": float(r["spearman_vs_full"]),
+           "default": str(r["default"]) == "True"} for r in rows], out.with_suffix(".png"))
 
 
 def write_csv(rows: list[dict], out: Path) -> None:
