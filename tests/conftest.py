@@ -27,6 +27,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # one cache of derived embedding models (static, ONNX) for every test project: built once per checkout
 os.environ.setdefault("CURATION_EMBEDDING_ARTIFACTS", str(REPO / "data" / "06_models" / "embedding"))
+# one cache of the reference raters (scoring.training.source=reference) for every test project: built once
+# per checkout (scripts/setup.sh builds the default ones)
+os.environ.setdefault("CURATION_SHARED_MODELS", str(REPO / "data" / "06_models" / "shared"))
 
 # Marks every process this test run starts (see tests/processes.py and pytest_sessionfinish below).
 from tests.processes import MARKER_ENV, marked_processes  # noqa: E402
@@ -117,6 +120,9 @@ def make_project(root: Path) -> Path:
     (root / "conf" / "local").mkdir(exist_ok=True)
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
     (root / "src").mkdir(exist_ok=True)  # kedro checks that source_dir exists; the package is installed
+    # the bundled corpus, as in a clone: the reference raters' training data (scoring.training.reference_path)
+    (root / "data" / "01_raw").mkdir(parents=True, exist_ok=True)
+    (root / "data" / "01_raw" / "corpus").symlink_to(CORPUS_DIR, target_is_directory=True)
     return root
 
 

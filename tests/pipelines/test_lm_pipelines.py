@@ -26,7 +26,6 @@ pytestmark = pytest.mark.slow  # the default job, then pretrain/evaluate/verific
 
 UPSTREAM = [
     f"data.path={CORPUS_DIR}", "data.max_docs=60",
-    "scoring.fasttext_dclm.bucket=50000", "scoring.fasttext_ultrafineweb.bucket=50000",
     "embedding.show_progress=false",
     "selection.steps=20", "selection.history_every=5", "selection.group_size=16",
     "budget.keep_ratio=0.3",

@@ -13,10 +13,10 @@ from tests.conftest import CORPUS_DIR
 
 pytestmark = pytest.mark.slow  # whole Kedro jobs and a `curate -m` sweep: ~3 min on 2 busy cores
 
-# Small but real: fastText hash tables of 2M buckets x 256 dims would allocate 2 GB per model.
+# Small but real. The scoring config is the default: the raters that need labels are the reference ones
+# (trained once on the bundled corpus, shared by every test project), so no rater is trained here.
 FAST = [
     f"data.path={CORPUS_DIR}", "data.max_docs=250",
-    "scoring.fasttext_dclm.bucket=50000", "scoring.fasttext_ultrafineweb.bucket=50000",
     "embedding.show_progress=false",
     "selection.steps=40", "selection.history_every=5", "selection.group_size=32",
     "budget.keep_ratio=0.1",

@@ -62,7 +62,6 @@ def test_unknown_artefact_and_no_runs_are_clear_errors():
 
 FAST = [
     f"data.path={CORPUS_DIR}", "data.max_docs=250",
-    "scoring.fasttext_dclm.bucket=50000", "scoring.fasttext_ultrafineweb.bucket=50000",
     "embedding.show_progress=false", "selection.steps=20", "selection.group_size=16",
 ]
 

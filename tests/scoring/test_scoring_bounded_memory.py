@@ -29,7 +29,7 @@ CHILD = textwrap.dedent("""
     from curation.scoring.sharded import score_shards
     from curation.shards import ShardedDataset
 
-    cfg = scoring_config_from_dict({"raters": ["dsir"], "fit_sample_docs": 1000})
+    cfg = scoring_config_from_dict({"raters": ["dsir"], "fit_sample_docs": 1000, "training": {"source": "corpus"}})
     result = score_shards(ShardedDataset(sys.argv[1]), None, cfg, sys.argv[2])
     print(len(result.scores), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
 """)

@@ -8,7 +8,7 @@ from curation.scoring import FastTextConfig, FastTextRater, UltraFineWebConfig, 
 from curation.scoring.fasttext_rater import dclm_normalise, ultrafineweb_clean
 
 # small hash table: the paper default (2M buckets) allocates 0.8-2 GB per model
-SMALL = dict(bucket=50_000, thread=1)
+SMALL = dict(bucket=50_000, thread=1, quantize=False)  # quantization: its own test below
 
 
 def _split_pools(df):
@@ -101,3 +101,24 @@ def test_training_set_helper_feeds_the_rater(corpus_sample):
     ts = build_training_set(corpus_sample)
     rater = FastTextRater(FastTextConfig(**SMALL, epoch=2)).fit(ts.positives, ts.negatives)
     assert rater.n_train_["positives"] == len(ts.positives) and rater.n_train_["negatives"] == len(ts.negatives)
+
+
+def test_one_thread_is_bit_reproducible_and_quantize_shrinks_the_model_keeping_its_ranking(corpus_sample, tmp_path):
+    from scipy.stats import spearmanr
+
+    (p, n), (tp, tn) = _split_pools(corpus_sample)
+    texts = tp["text"].tolist() + tn["text"].tolist()
+    # dim 10 keeps fastText's product-quantizer k-means (its cost grows with dim) to seconds
+    base = dict(bucket=50_000, dim=10, thread=1)
+    full = FastTextRater(FastTextConfig(**base, quantize=False)).fit(p["text"].tolist(), n["text"].tolist())
+    runs = [FastTextRater(FastTextConfig(**base, quantize_cutoff=20_000)).fit(p["text"].tolist(), n["text"].tolist())
+            for _ in range(2)]
+    for i, rater in enumerate(runs):
+        rater.save(tmp_path / f"q{i}.bin")
+    full.save(tmp_path / "full.bin")
+    # the default thread count (1): the same training set gives the same model, byte for byte
+    assert (tmp_path / "q0.bin").read_bytes() == (tmp_path / "q1.bin").read_bytes()
+    assert runs[0].n_train_["quantized"] and (tmp_path / "q0.bin").stat().st_size < (tmp_path / "full.bin").stat().st_size / 5
+    assert spearmanr(full.score(texts), runs[0].score(texts)).statistic > 0.9
+    reloaded = FastTextRater.load(tmp_path / "q0.bin")
+    np.testing.assert_array_equal(reloaded.score(texts), runs[0].score(texts))

@@ -15,8 +15,9 @@ from tests.scoring.conftest import write_shards
 from curation.scoring.persistence import RaterFolder, load_raters, read_manifest, write_raters_atomically
 
 SMALL = {
-    "fasttext_dclm": {"bucket": 20000, "thread": 1},
-    "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1},
+    "training": {"source": "corpus"},  # trained on these rows' own labels (reference: test_scoring_reference.py)
+    "fasttext_dclm": {"bucket": 20000, "thread": 1, "quantize": False},
+    "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1, "quantize": False},
     "edu": {"max_per_rule": 16},
     "dsir": {"targets": {"wikipedia": ["encyclopedic"]}},  # the subset has no books
 }
@@ -94,7 +95,8 @@ def test_node_hands_on_the_raters_on_a_cache_hit_too(embed_subset, tmp_path):
     from curation.scoring.cached import score_cached as score_documents
 
     cache = {"dir": str(tmp_path / "cache"), "enabled": True}
-    scoring = {"raters": ["dsir", "redpajama"], "dsir": {"targets": {"wikipedia": ["encyclopedic"]}}}
+    scoring = {"raters": ["dsir", "redpajama"], "dsir": {"targets": {"wikipedia": ["encyclopedic"]}},
+               "training": {"source": "corpus"}}
     documents = write_shards(embed_subset, tmp_path / "documents", 3)
     first = score_documents(documents, None, scoring, cache)
     second = score_documents(documents, None, scoring, cache)

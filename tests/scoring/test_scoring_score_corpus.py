@@ -10,9 +10,10 @@ from curation.scoring import SIGNALS, quality_share, score_corpus, scoring_confi
 def result(embed_subset, subset_embeddings, embedder):
     cfg = scoring_config_from_dict(
         {
+            "training": {"source": "corpus"},  # these rows' own labels (reference: test_scoring_reference.py)
             # small hash tables keep the test light; min_count 1: 160 docs are too few for 5
-            "fasttext_dclm": {"bucket": 20000, "thread": 1},
-            "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1},
+            "fasttext_dclm": {"bucket": 20000, "thread": 1, "quantize": False},
+            "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1, "quantize": False},
             "edu": {"max_per_rule": 16},
             # the subset has no books; wikipedia_importance is the target here
             "dsir": {"targets": {"wikipedia": ["encyclopedic"]}},

@@ -17,8 +17,9 @@ from tests.scoring.conftest import write_shards
 
 # thread 1: fastText training is deterministic, so both paths fit the same models
 SMALL = {
-    "fasttext_dclm": {"bucket": 20000, "thread": 1},
-    "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1},
+    "training": {"source": "corpus"},  # trained on these rows' own labels (reference: test_scoring_reference.py)
+    "fasttext_dclm": {"bucket": 20000, "thread": 1, "quantize": False},
+    "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1, "quantize": False},
     "edu": {"max_per_rule": 16},
 }
 COUNTS = ("fasttext_dclm/total", "fasttext_dclm/empty_text", "fasttext_ultrafineweb/nan_score", "edu/total",

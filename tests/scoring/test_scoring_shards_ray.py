@@ -15,8 +15,9 @@ from curation.shards import EngineConfig
 from tests.scoring.conftest import write_shards
 
 SMALL = {
-    "fasttext_dclm": {"bucket": 20000, "thread": 1},
-    "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1},
+    "training": {"source": "corpus"},  # trained on these rows' own labels (reference: test_scoring_reference.py)
+    "fasttext_dclm": {"bucket": 20000, "thread": 1, "quantize": False},
+    "fasttext_ultrafineweb": {"bucket": 20000, "thread": 1, "min_count": 1, "quantize": False},
     "edu": {"max_per_rule": 16},
 }
 STATIC = EmbedderConfig(backend="static", dim=256, pca_dims=256, max_seq_length=256, sort_by_length=False,

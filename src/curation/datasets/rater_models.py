@@ -65,6 +65,16 @@ class RaterModelsDataset(AbstractDataset):
         files = sorted(p for p in self._path.iterdir() if p.is_file())
         if not fresh:
             files = [self._path / MANIFEST]
+        # reference raters (scoring.training.source=reference) are shared files, the same for every run:
+        # they are named, not copied into each run (curation.scoring.reference)
+        manifest = read_manifest(self._path)
+        shared = {name: folder for name, folder in manifest.get("meta", {}).get("reference", {}).items()
+                  if name in manifest["raters"] and manifest["raters"][name]["kind"] != "dsir"}
+        if shared:
+            stems = {Path(manifest["raters"][name]["file"]).stem for name in shared}
+            files = [p for p in files if p.stem not in stems]
+            mlflow.log_text("".join(f"{name}\tdata/06_models/shared/{folder}\n" for name, folder in sorted(shared.items())),
+                            f"{self._artifact_path}/reference_raters.txt")
         too_big = [p for p in files if self._max_mb is not None and p.stat().st_size > self._max_mb * 2**20]
         for file in files:
             if file not in too_big:

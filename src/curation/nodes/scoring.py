@@ -58,15 +58,16 @@ def embed_documents(documents: ShardedDataset, embedding: dict[str, Any], cache:
 
 def score_documents(
     documents: ShardedDataset, embeddings: ShardedDataset, scoring: dict[str, Any], cache: dict[str, Any],
-    data: dict[str, Any] | None = None, run: dict[str, Any] | None = None,
+    data: dict[str, Any] | None = None, run: dict[str, Any] | None = None, embedding: dict[str, Any] | None = None,
 ) -> tuple[ShardedDataset, dict[str, float], pd.DataFrame, Any]:
     """Fit the configured raters on a sample and score every shard
     (:func:`curation.scoring.cached.score_cached`): ``scores`` (sharded, aligned with ``documents``),
     ``scoring_metrics``, the quality share table and ``rater_models``, the fitted raters (a
-    ``RaterFolder``; the catalog saves it to ``data/06_models`` and MLflow)."""
+    ``RaterFolder``; the catalog saves it to ``data/06_models`` and MLflow). ``embedding``: the
+    vector space the reference Edu / Wiki heads are trained in (``scoring.training.source=reference``)."""
     from curation.scoring.cached import score_cached
 
-    return score_cached(documents, embeddings, scoring, cache, data, _namespace(run))
+    return score_cached(documents, embeddings, scoring, cache, data, _namespace(run), embedding)
 
 
 def plot_scores(scores: ShardedDataset, documents: ShardedDataset, quality_share_table: pd.DataFrame,

@@ -46,18 +46,32 @@ def scoring_digest(scoring: Mapping[str, Any]) -> str:
 
 def score_cached(documents: ShardedDataset, embeddings: ShardedDataset | None, scoring: Mapping[str, Any],
                  cache: Mapping[str, Any], data: Mapping[str, Any] | None = None,
-                 namespace: str = "default") -> tuple[ShardedDataset, dict[str, float], pd.DataFrame, RaterFolder]:
+                 namespace: str = "default", embedding: Mapping[str, Any] | None = None,
+                 ) -> tuple[ShardedDataset, dict[str, float], pd.DataFrame, RaterFolder]:
     """``scores`` (sharded, aligned with ``documents``: ``id`` + one column per score + ``quality`` in
-    [0, 15]), metrics (ROC-AUC per score column on the fit sample's held-out human labels, counts of
+    [0, 15]), metrics (ROC-AUC per score column on the held-out human labels, counts of
     empty texts and NaN scores summed over shards, timings, ``scoring_cache_hit``), the share per
-    integer quality score (DATAMASK Table 6 analogue) and the fitted raters."""
+    integer quality score (DATAMASK Table 6 analogue) and the fitted raters.
+
+    ``training.source=reference``: the reference raters are built once (or found) in the shared model
+    folder for the ``embedding`` config's vector space; their folders (content digests) are part of
+    the cache key and of the rater manifest's ``meta.reference``."""
     config = scoring_config_from_dict(scoring)
     digest = scoring_digest(scoring)
-    key = config_key(digest, documents.fingerprint, embeddings.fingerprint if embeddings is not None else None)
+    reference = None
+    if config.training.source == "reference":
+        from curation.scoring.reference import ensure_reference
+
+        reference = ensure_reference(config, embedding)
+    made_from = reference.provenance() if reference is not None else None
+    key = config_key(digest, documents.fingerprint, embeddings.fingerprint if embeddings is not None else None,
+                     *([made_from] if made_from else []))
     folder, keep = stage_folder(cache, "scoring", key, namespace)
     meta = {"scores_key": key, "documents": len(documents), "scoring": dict(scoring)}
+    if made_from:
+        meta["reference"] = made_from
     result = score_shards(documents, embeddings, config, folder, engine_of(config.engine, data),
-                          config_digest=digest, keep=keep, meta=meta)
+                          config_digest=digest, keep=keep, meta=meta, reference=reference)
     metrics = {k.replace("/", "_"): float(v) for k, v in result.metrics.items()}
     metrics["scoring_cache_hit"] = float(result.cache_hit)
     metrics["scoring_shards"] = float(len(result.scores.names))

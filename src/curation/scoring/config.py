@@ -64,6 +64,10 @@ class ScoringConfig:
         if self.engine is not None and self.engine not in ENGINES:
             raise ConfigError("engine", f"must be null or one of the known engines {list(ENGINES)}", self.engine)
         at_least("fit_sample_docs", self.fit_sample_docs, 1)
+        if self.training.source not in ("reference", "corpus"):
+            raise ConfigError("training.source", "must be reference (train the raters that need labels on the "
+                              "bundled reference corpus) or corpus (on the scored corpus's own labels)",
+                              self.training.source)
         at_least("training.max_per_class", self.training.max_per_class, 1, optional=True)
         in_range("training.eval_fraction", self.training.eval_fraction, 0, 1, high_open=True)
         for name in ("fasttext_dclm", "fasttext_ultrafineweb"):
@@ -72,6 +76,8 @@ class ScoringConfig:
                 at_least(f"{name}.{key}", getattr(ft, key), 1)
             at_least(f"{name}.lr", ft.lr, 0, strict=True)
             at_least(f"{name}.nan_retries", ft.nan_retries, 0)
+            at_least(f"{name}.quantize_cutoff", ft.quantize_cutoff, 0)
+            at_least(f"{name}.quantize_dsub", ft.quantize_dsub, 1)
             in_range(f"{name}.threshold", ft.threshold, 0, 1, optional=True)
         at_least("edu.alpha", self.edu.alpha, 0, strict=True)
         at_least("edu.max_per_rule", self.edu.max_per_rule, 0)

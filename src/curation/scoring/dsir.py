@@ -91,11 +91,20 @@ class DSIRImportance(Rater):
 
     def fit_features(self, target_z, raw_z) -> "DSIRImportance":
         """``fit`` from hashed counts (rows of ``features``), so several targets share one hashing pass."""
-        def log_probs(z) -> np.ndarray:
-            counts = np.asarray(z.sum(axis=0)).ravel() + self.cfg.pseudocount
+        return self.fit_counts(np.asarray(target_z.sum(axis=0)).ravel(), np.asarray(raw_z.sum(axis=0)).ravel())
+
+    def fit_counts(self, target_counts: np.ndarray, raw_counts: np.ndarray) -> "DSIRImportance":
+        """``fit`` from per-bucket n-gram counts summed over each side's documents (DSIR Sec. 3: the
+        bag-of-hashed-n-grams models are these counts, smoothed and normalised), e.g. a target
+        counted once on the reference corpus and the raw side on the corpus being scored."""
+        def log_probs(counts: np.ndarray) -> np.ndarray:
+            counts = np.asarray(counts, dtype=np.float64).ravel()
+            if counts.shape[0] != self.cfg.buckets:
+                raise ValueError(f"{counts.shape[0]} bucket counts for a model of {self.cfg.buckets} buckets")
+            counts = counts + self.cfg.pseudocount
             return np.log(counts / counts.sum())
 
-        self.log_diff = log_probs(target_z) - log_probs(raw_z)
+        self.log_diff = log_probs(target_counts) - log_probs(raw_counts)
         return self
 
     def empty_mask(self, texts: Sequence[str]) -> np.ndarray:

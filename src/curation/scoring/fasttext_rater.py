@@ -57,8 +57,9 @@ class FastTextConfig:
     bucket: int = 2_000_000
     # loss: softmax (fastText default for supervised)
     loss: str = "softmax"
-    # training threads; >1 makes fastText training non-deterministic
-    thread: int = 2
+    # training threads; 1 = bit-reproducible (the default: same input, same model); >1 is faster but
+    # fastText's lock-free SGD (Hogwild) then depends on thread timing, so scores differ run to run
+    thread: int = 1
     # fastText's RNG seed
     seed: int = 0
     # label name of the high-quality class ("hq" in DCLM's public model)
@@ -76,6 +77,20 @@ class FastTextConfig:
     # train in a fresh interpreter (model handed back as a .bin): immune to native state
     # left by other libraries in a long-lived process; false trains in this process
     isolate_training: bool = True
+    # fastText's own quantize() after training ("FastText.zip", Joulin et al. 2016, Sec. 3): keep the
+    # quantize_cutoff rows of the input matrix (words and n-gram buckets) with the largest norms,
+    # optionally retrain with only those (quantize_retrain), then product-quantise the rows (sub-vectors
+    # of quantize_dsub dims, 256 centroids each) and their norms (qnorm). false = keep the full model.
+    # Defaults: 200k rows, 2-dim sub-vectors, norms not quantized apart, no retraining. Measured on the
+    # DCLM reference model (Spearman vs the full model, 16.5k documents): 0.995 as set; 0.988 with qnorm
+    # (its norm codebook, fitted mostly on tiny rows, blurs the large ones: 0.969 at 1M rows); 0.975-0.980
+    # with retraining (it moves the model away from the full one); 1-dim sub-vectors 0.988 like 2-dim, 6x
+    # slower (benchmarks/scoring/quantized_fasttext.py, benchmarks/results/quantized_fasttext.csv).
+    quantize: bool = True
+    quantize_cutoff: int = 200_000
+    quantize_dsub: int = 2
+    quantize_qnorm: bool = False
+    quantize_retrain: bool = False
 
 
 @dataclass
@@ -143,14 +158,19 @@ class UltraFineWebTokenizer:
     ['cafe \\\\n bar']
     """
 
-    def __init__(self, tokenizer_path: str | None = None):
-        from tokenizers import AddedToken, Tokenizer
-
+    @staticmethod
+    def resolve_path(tokenizer_path: str | None = None) -> str:
+        """The tokenizer file: ``tokenizer_path``, or the offline MiniLM package's ``tokenizer.json``."""
         if tokenizer_path is None:
             from curation.embedding import packaged_tokenizer_path
 
             tokenizer_path = packaged_tokenizer_path()
-        self.tokenizer_path = str(tokenizer_path)
+        return str(tokenizer_path)
+
+    def __init__(self, tokenizer_path: str | None = None):
+        from tokenizers import AddedToken, Tokenizer
+
+        self.tokenizer_path = self.resolve_path(tokenizer_path)
         self._tok = Tokenizer.from_file(self.tokenizer_path)
         # the model's own truncation/padding settings must not cut documents
         self._tok.no_truncation()
@@ -180,17 +200,30 @@ class UltraFineWebTokenizer:
 _FRESH_TRAIN = """
 import json, sys
 import fasttext
-params, out = json.loads(sys.argv[1]), sys.argv[2]
+params, quantize, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
 try:
-    fasttext.train_supervised(**params).save_model(out)
+    model = fasttext.train_supervised(**params)
+    if quantize:
+        model.quantize(**quantize)
+    model.save_model(out)
 except RuntimeError as err:
     print(err, file=sys.stderr)
     sys.exit(3)
 """
 
 
-def _train_in_fresh_process(params: dict):
-    """``fasttext.train_supervised(**params)`` in a new interpreter; the model comes back as a .bin."""
+def _train(params: dict, quantize: dict | None):
+    """``fasttext.train_supervised(**params)``, then ``model.quantize(**quantize)`` if given, in this process."""
+    import fasttext
+
+    model = fasttext.train_supervised(**params)
+    if quantize:
+        model.quantize(**quantize)
+    return model
+
+
+def _train_in_fresh_process(params: dict, quantize: dict | None = None):
+    """``_train`` in a new interpreter; the model comes back as a file."""
     import subprocess
     import sys
 
@@ -201,8 +234,8 @@ def _train_in_fresh_process(params: dict):
     fd, out = tempfile.mkstemp(suffix=".bin", prefix="fasttext_model_")
     os.close(fd)
     try:
-        done = subprocess.run([sys.executable, "-c", _FRESH_TRAIN, json.dumps(params), out],
-                              capture_output=True, text=True, **die_with_parent_kwargs())
+        done = subprocess.run([sys.executable, "-c", _FRESH_TRAIN, json.dumps(params), json.dumps(quantize or {}),
+                               out], capture_output=True, text=True, **die_with_parent_kwargs())
         if done.returncode != 0:
             raise RuntimeError(done.stderr.strip() or f"fastText training process exited {done.returncode}")
         return fasttext.load_model(out)
@@ -246,26 +279,20 @@ class FastTextRater(Rater):
 
     def fit_prepared(self, positives: Sequence[str], negatives: Sequence[str]) -> "FastTextRater":
         """``fit`` on texts already passed through ``preprocess`` (lets a caller tokenise once)."""
-        import fasttext
-
         if self.cfg.pretrained_path:
             raise ValueError("pretrained_path is set: this rater loads a trained model, it does not fit")
         pos = [t for t in positives if t]
         neg = [t for t in negatives if t]
         if not pos or not neg:
             raise ValueError(f"need both classes to train: {len(pos)} positives, {len(neg)} negatives")
-        lines = [f"__label__{self.cfg.positive_label} {t}" for t in pos]
-        lines += [f"__label__{self.cfg.negative_label} {t}" for t in neg]
-        # fastText reads the file in order; shuffle so SGD does not see one class then the other
-        order = np.random.default_rng(self.cfg.seed).permutation(len(lines))
         fd, path = tempfile.mkstemp(suffix=".txt", prefix="fasttext_train_")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                for i in order:
-                    f.write(lines[i] + "\n")
+                self.write_training_file(pos, neg, f)
             params = dict(input=path, dim=self.cfg.dim, lr=self.cfg.lr, wordNgrams=self.cfg.word_ngrams,
                           minCount=self.cfg.min_count, epoch=self.cfg.epoch, bucket=self.cfg.bucket,
                           loss=self.cfg.loss, thread=self.cfg.thread, seed=self.cfg.seed, verbose=0)
+            quantize = self.quantize_params(path)
             # fasttext-numpy2 0.10.4 misbehaves inside a long-lived process that has run other
             # native code: in our full test suite the identical call stopped with "Encountered
             # NaN" for every seed, or returned a model scoring ~0.5 everywhere, while a fresh
@@ -275,16 +302,34 @@ class FastTextRater(Rater):
             attempts = 0
             for attempts in range(1, self.cfg.nan_retries + 2):
                 try:
-                    self.model = (_train_in_fresh_process(params) if self.cfg.isolate_training
-                                  else fasttext.train_supervised(**params))
+                    self.model = (_train_in_fresh_process(params, quantize) if self.cfg.isolate_training
+                                  else _train(params, quantize))
                     break
                 except RuntimeError as err:
                     if "NaN" not in str(err) or attempts > self.cfg.nan_retries:
                         raise RuntimeError(f"fastText training failed after {attempts} attempt(s): {err}") from err
         finally:
             os.unlink(path)
-        self.n_train_ = {"positives": len(pos), "negatives": len(neg), "train_mode": mode, "attempts": attempts}
+        self.n_train_ = {"positives": len(pos), "negatives": len(neg), "train_mode": mode, "attempts": attempts,
+                         "quantized": bool(quantize)}
         return self
+
+    def write_training_file(self, positives: Sequence[str], negatives: Sequence[str], f) -> None:
+        """fastText's training file: one ``__label__<class> <preprocessed text>`` line per document, shuffled
+        by ``cfg.seed`` (fastText reads the file in order: SGD must not see one class then the other)."""
+        lines = [f"__label__{self.cfg.positive_label} {t}" for t in positives]
+        lines += [f"__label__{self.cfg.negative_label} {t}" for t in negatives]
+        for i in np.random.default_rng(self.cfg.seed).permutation(len(lines)):
+            f.write(lines[i] + "\n")
+
+    def quantize_params(self, train_file: str) -> dict | None:
+        """``model.quantize`` arguments of the config (None: keep the full model). Retraining reads
+        ``train_file`` (the training set) with the config's epochs, learning rate and threads."""
+        if not self.cfg.quantize:
+            return None
+        return dict(input=train_file, qout=False, cutoff=self.cfg.quantize_cutoff, retrain=self.cfg.quantize_retrain,
+                    epoch=self.cfg.epoch, lr=self.cfg.lr, thread=self.cfg.thread, verbose=0,
+                    dsub=self.cfg.quantize_dsub, qnorm=self.cfg.quantize_qnorm)
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
         """P(positive label) per document, float64; NaN where preprocessing leaves nothing."""

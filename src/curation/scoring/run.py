@@ -21,6 +21,13 @@ datasets, locally or as Ray tasks. With a sample holding every document (the
 default size covers the bundled corpus), both give exactly the scores of
 fitting and applying on the whole corpus. ``cfg.pretrained_dir`` loads raters
 saved by an earlier run (``curation.scoring.persistence``) instead of fitting them.
+
+Where the raters that need labels learn from is ``cfg.training.source``: ``reference`` (the default)
+takes them trained once on the bundled reference corpus (:mod:`curation.scoring.reference`), so the
+scored corpus needs only ``id`` and ``text``, and their ROC-AUC is measured on the reference's
+held-out human labels; ``corpus`` trains them on the sample's own ``extra``/``category`` and
+``quality_label`` columns, as before. Either way the merge map and DSIR's raw model come from the
+corpus sample, which needs no label.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from curation.scoring.embedding_raters import EduRater, WikiRater, build_edu_ann
 from curation.scoring.fasttext_rater import FastTextRater
 from curation.scoring.merge import MergeMap
 from curation.scoring.redpajama import SIGNALS, RedPajamaSignals
+from curation.scoring.reference import ReferenceRaters, ensure_reference
 from curation.scoring.sample import sample_mask, sample_threshold
 from curation.scoring.training_sets import EVAL, build_training_set, category_of, eval_roc_auc, human_label_split
 
@@ -93,17 +101,51 @@ def _check_embeddings(cfg: ScoringConfig, embeddings: np.ndarray | None, n: int)
     return embeddings
 
 
+LABEL_NEEDING = ("fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki", "dsir")
+
+
+def _check_label_columns(sample: pd.DataFrame, cfg: ScoringConfig) -> None:
+    """``training.source=corpus``: the corpus must carry the label columns (a clear error, not a KeyError)."""
+    needing = [r for r in cfg.raters if r in LABEL_NEEDING]
+    missing = [] if ("category" in sample.columns or "extra" in sample.columns) else ["extra (or category)"]
+    if set(needing) - {"dsir"} and "quality_label" not in sample.columns:  # the human-label split
+        missing.append("quality_label")
+    if needing and missing:
+        raise ValueError(
+            f"scoring.training.source=corpus trains {needing} on the corpus's own labels, but the documents lack "
+            f"column(s) {missing} (they have {sorted(sample.columns)}). Use scoring.training.source=reference "
+            "(the default: raters trained once on the bundled reference corpus) or add the columns "
+            "(data.keep_columns carries them over from the input)")
+
+
+def _resolve_reference(cfg: ScoringConfig, embedder, reference: ReferenceRaters | None) -> ReferenceRaters | None:
+    if cfg.training.source != "reference" or reference is not None:
+        return reference
+    return ensure_reference(cfg, getattr(embedder, "cfg", None))
+
+
 def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig,
-               embedder=None) -> tuple[dict[str, Any], dict[str, float]]:
-    """Train every configured rater on ``sample`` (columns ``id``, ``text``, ``extra`` or
-    ``category``, ``quality_label``, ``source``) and its row-aligned ``embeddings``; raters in
-    ``cfg.pretrained_dir`` are loaded instead. Returns the raters and the fit's metrics."""
+               embedder=None, reference: ReferenceRaters | None = None) -> tuple[dict[str, Any], dict[str, float]]:
+    """The configured raters for ``sample`` (columns ``id``, ``text``; with ``training.source=corpus``
+    also ``extra`` or ``category``, ``quality_label``) and its row-aligned ``embeddings``.
+
+    ``training.source=reference``: the raters that need labels come from ``reference`` (built or
+    loaded by :func:`curation.scoring.reference.ensure_reference` when None; the heads' embedding space
+    is ``embedder.cfg``); only DSIR's raw model is fitted on the sample. ``corpus``: all are trained on
+    the sample. Raters in ``cfg.pretrained_dir`` (or a fastText ``pretrained_path``) are loaded instead
+    either way. Returns the raters and the fit's metrics."""
     sample = sample.reset_index(drop=True)
-    if "category" not in sample.columns:
-        sample = sample.assign(category=category_of(sample["extra"]))
+    on_corpus = cfg.training.source == "corpus"
+    if on_corpus:
+        _check_label_columns(sample, cfg)
+        if "category" not in sample.columns and "extra" in sample.columns:
+            sample = sample.assign(category=category_of(sample["extra"]))
     embeddings = _check_embeddings(cfg, embeddings, len(sample))
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = {"training/source_reference": float(not on_corpus)}
     raters: dict[str, Any] = {}
+    reference = _resolve_reference(cfg, embedder, reference)
+    if reference is not None:
+        metrics.update({f"reference/{k}": v for k, v in reference.counts.items()})
 
     def timed(name, fn):
         t0 = time.perf_counter()
@@ -118,10 +160,20 @@ def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scoring
         if name not in cfg.raters:
             continue
         ft_cfg = getattr(cfg, name)
+        if name not in pretrained and not ft_cfg.pretrained_path and not on_corpus:
+            raters[name] = reference.raters[name]
+            continue
         rater = pretrained.get(name) or FastTextRater(ft_cfg)
         if name not in pretrained and not ft_cfg.pretrained_path:
             ts = build_training_set(sample, cfg.training)
             _log_counts(metrics, f"{name}/train", ts.counts)
+            if not ts.positives or not ts.negatives:
+                raise ValueError(
+                    f"scoring.training.source=corpus: {name} needs both classes, the corpus's labels give "
+                    f"{len(ts.positives)} positives and {len(ts.negatives)} negatives (positives: categories "
+                    f"{cfg.training.positive_categories} or quality_label 1; negatives: categories "
+                    f"{cfg.training.negative_categories} or quality_label 0, human eval split excluded). "
+                    "Use scoring.training.source=reference (the default) or label more documents")
             # preprocessing is per document: fitting on the training rows' texts equals
             # picking them from a preprocessed corpus
             timed(f"{name}/fit", lambda: rater.fit(ts.positives, ts.negatives))
@@ -130,6 +182,8 @@ def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scoring
     if "edu" in cfg.raters:
         if "edu" in pretrained:
             edu = pretrained["edu"]
+        elif not on_corpus:
+            edu = reference.raters["edu"]
         else:
             table, ann_counts = build_edu_annotations(sample, cfg.edu, cfg.training)
             _log_counts(metrics, "edu/annotations", ann_counts)
@@ -144,8 +198,8 @@ def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scoring
         raters["edu"] = edu
 
     if "wiki" in cfg.raters:
-        wiki = pretrained.get("wiki") or WikiRater(cfg.wiki, embedder)
-        if "wiki" not in pretrained:
+        wiki = pretrained.get("wiki") or (reference.raters["wiki"] if not on_corpus else WikiRater(cfg.wiki, embedder))
+        if "wiki" not in pretrained and on_corpus:
             ts = build_training_set(sample, wiki_training_config(cfg.training))
             _log_counts(metrics, "wiki/train", ts.counts)
             if wiki.cfg.features == "embedding":
@@ -156,7 +210,23 @@ def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scoring
                 timed("wiki/fit", lambda: wiki.fit(ts.positives, ts.negatives))
         raters["wiki"] = wiki
 
-    if "dsir" in cfg.raters:
+    if "dsir" in cfg.raters and not on_corpus:
+        # targets from the reference categories; raw = the corpus being scored (its sample), unless
+        # raw_categories names reference categories (DSIR Sec. 3: importance of the raw data vs the target)
+        names = [f"{target}_importance" for target in cfg.dsir.targets]
+        to_fit = [t for t, n in zip(cfg.dsir.targets, names) if n not in pretrained]
+        raw_counts = reference.dsir_counts.get("__raw__")
+        if to_fit and raw_counts is None:
+            z = timed("dsir/features", lambda: DSIRImportance(cfg.dsir.model).features(sample["text"].tolist()))
+            raw_counts = np.asarray(z.sum(axis=0)).ravel()
+            del z
+        for target, name in zip(cfg.dsir.targets, names):
+            rater = pretrained.get(name)
+            if rater is None:
+                rater = DSIRImportance(replace(cfg.dsir.model, target=target))
+                rater.fit_counts(reference.dsir_counts[target], raw_counts)
+            raters[name] = rater
+    elif "dsir" in cfg.raters:
         names = [f"{target}_importance" for target in cfg.dsir.targets]
         to_fit = [t for t, n in zip(cfg.dsir.targets, names) if n not in pretrained]
         raw_mask = (sample["category"].isin(cfg.dsir.raw_categories).to_numpy() if cfg.dsir.raw_categories
@@ -263,10 +333,13 @@ APPLY_CHUNK_DOCS = 10_000  # rows per apply_scoring call when the fit scores its
 
 
 def fit_scoring(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig,
-                embedder=None) -> FittedScoring:
-    """Raters, merge map and eval ROC-AUC, all from ``sample`` (and its row-aligned embeddings)."""
+                embedder=None, reference: ReferenceRaters | None = None) -> FittedScoring:
+    """Raters (:func:`fit_raters`), the merge map from ``sample`` (and its row-aligned embeddings) and
+    the eval ROC-AUC on the held-out human labels: the reference's (``training.source=reference``) or
+    the sample's own (``corpus``)."""
     sample = sample.reset_index(drop=True)
-    raters, metrics = fit_raters(sample, embeddings, cfg, embedder)
+    reference = _resolve_reference(cfg, embedder, reference)
+    raters, metrics = fit_raters(sample, embeddings, cfg, embedder, reference)
     merge = None
     components = {*cfg.merge.components, cfg.merge.reference}
     if components <= set(_columns(cfg, raters)):
@@ -286,12 +359,18 @@ def fit_scoring(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scorin
         metrics["merge/map_docs"] = float(len(sample))
     # eval ROC-AUC of every score column on the sample's held-out human labels (higher = better
     # quality; a signal where lower is better shows as AUC < 0.5). Only the eval rows are scored.
-    if "quality_label" in sample.columns:
+    held_out, emb = None, None
+    if reference is not None:  # the reference's held-out rows (never trained on), scored by this run's raters
+        emb = reference.eval_embeddings if needs_embeddings(cfg) else None
+        if emb is not None or not needs_embeddings(cfg):  # (heads from a pretrained_dir: no eval vectors)
+            held_out = reference.eval_rows
+    elif "quality_label" in sample.columns:
         split = human_label_split(sample, cfg.training.eval_fraction, cfg.training.split_salt).to_numpy()
         rows = np.flatnonzero(split == EVAL)
-    if "quality_label" in sample.columns and rows.size:
-        held_out = sample.iloc[rows].reset_index(drop=True)
-        emb = None if embeddings is None or not needs_embeddings(cfg) else np.asarray(embeddings)[rows]
+        if rows.size:
+            held_out = sample.iloc[rows].reset_index(drop=True)
+            emb = None if embeddings is None or not needs_embeddings(cfg) else np.asarray(embeddings)[rows]
+    if held_out is not None and len(held_out):
         scored, _ = apply_scoring(held_out, emb, cfg, raters, merge)
         for col in scored.columns.drop("id"):
             res = eval_roc_auc(held_out, scored[col].to_numpy(), cfg.training)
@@ -306,12 +385,15 @@ def score_corpus(
     cfg: ScoringConfig | None = None,
     embeddings: np.ndarray | None = None,
     embedder=None,
+    reference: ReferenceRaters | None = None,
 ) -> ScoringResult:
     """Fit the raters in ``cfg.raters`` on a sample of ``df`` (``cfg.fit_sample_docs``; all rows of
     a corpus that small) and apply them to every row; add ``quality`` if its components ran.
 
     ``embeddings`` (n_docs, d), row-aligned with ``df``, saves re-embedding;
-    otherwise ``embedder`` (or the default SentenceEmbedder) computes them.
+    otherwise ``embedder`` (or the default SentenceEmbedder) computes them. With
+    ``training.source=reference`` the reference raters are ``reference``, or built for
+    ``embedder.cfg``'s embedding space (pass the embedder that made ``embeddings``).
     """
     cfg = cfg or ScoringConfig()
     df = df.reset_index(drop=True)
@@ -326,7 +408,7 @@ def score_corpus(
     embeddings = _check_embeddings(cfg, embeddings, len(df))
     threshold = sample_threshold([df["id"]], cfg.fit_sample_docs)
     rows = np.flatnonzero(sample_mask(df["id"], threshold))
-    fitted = fit_scoring(df.iloc[rows], None if embeddings is None else embeddings[rows], cfg, embedder)
+    fitted = fit_scoring(df.iloc[rows], None if embeddings is None else embeddings[rows], cfg, embedder, reference)
     scores, counts = apply_scoring(df, embeddings, cfg, fitted.raters, fitted.merge)
     metrics.update(fitted.metrics)
     metrics.update(counts)

@@ -97,8 +97,10 @@ def read_sample(documents: ShardedDataset, embeddings: ShardedDataset | None,
 
 
 def fit_on_sample(documents: ShardedDataset, embeddings: ShardedDataset | None, cfg: ScoringConfig,
-                  fit_dir: str | Path, *, meta: Mapping[str, Any] | None = None, embedder=None) -> dict[str, float]:
-    """Fit on the sample into ``fit_dir`` (skipped when a finished fit is there); its metrics."""
+                  fit_dir: str | Path, *, meta: Mapping[str, Any] | None = None, embedder=None,
+                  reference=None) -> dict[str, float]:
+    """Fit on the sample into ``fit_dir`` (skipped when a finished fit is there); its metrics.
+    ``reference``: the reference raters (``training.source=reference``; see ``fit_scoring``)."""
     from curation.scoring.persistence import save_raters
 
     fit_dir = Path(fit_dir)
@@ -106,7 +108,7 @@ def fit_on_sample(documents: ShardedDataset, embeddings: ShardedDataset | None, 
         return json.loads((fit_dir / FIT_METRICS).read_text())
     sample, vectors = read_sample(documents, embeddings if needs_embeddings(cfg) else None, cfg.fit_sample_docs)
     log.info("scoring: fitting on a sample of %d of %d documents", len(sample), len(documents))
-    fitted = fit_scoring(sample, vectors, cfg, embedder)
+    fitted = fit_scoring(sample, vectors, cfg, embedder, reference)
     metrics = {k: float(v) for k, v in fitted.metrics.items()}
 
     def write(tmp: Path) -> None:
@@ -145,7 +147,8 @@ class ShardedScores:
 
 def score_shards(documents: ShardedDataset, embeddings: ShardedDataset | None, cfg: ScoringConfig,
                  folder: str | Path, engine: EngineConfig | None = None, *, config_digest: str = "",
-                 keep: bool = False, meta: Mapping[str, Any] | None = None, embedder=None) -> ShardedScores:
+                 keep: bool = False, meta: Mapping[str, Any] | None = None, embedder=None,
+                 reference=None) -> ShardedScores:
     """Fit (once) and score every document shard into ``<folder>/scores``, aligned with ``documents``.
 
     Refuses embeddings that are not aligned with ``documents`` (``check_aligned_with``).
@@ -157,7 +160,7 @@ def score_shards(documents: ShardedDataset, embeddings: ShardedDataset | None, c
         raise ValueError("scoring: the edu / wiki raters need the documents' embeddings")
     out, fit_dir = folder / "scores", folder / "fit"
     hit = (out / "manifest.json").is_file() and (fit_dir / FIT_METRICS).is_file()
-    fit_metrics = fit_on_sample(documents, embeddings, cfg, fit_dir, meta=meta, embedder=embedder)
+    fit_metrics = fit_on_sample(documents, embeddings, cfg, fit_dir, meta=meta, embedder=embedder, reference=reference)
     if not hit:
         emb_root = str(embeddings.root) if embeddings is not None and needs_embeddings(cfg) else None
         tasks = [ShardTask(n, partial(_load_inputs, str(documents.root), emb_root, n)) for n in documents.names]

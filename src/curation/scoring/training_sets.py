@@ -30,6 +30,12 @@ TRAIN = "train"
 class TrainingSetConfig:
     """Where positives and negatives of a binary rater come from."""
 
+    # reference: the raters that need labels are trained once on the reference corpus (the bundled
+    # corpus, curation.scoring.reference) and applied to any corpus, which then needs only id + text;
+    # corpus: trained on the scored corpus's own categories and labels (extra / category, quality_label)
+    source: str = "reference"
+    # the reference corpus: parquet files with id, text, quality_label, extra (relative to the project root)
+    reference_path: str = "data/01_raw/corpus"
     # extra.category values whose documents are positives
     positive_categories: list[str] = field(default_factory=lambda: ["encyclopedic", "books"])
     # extra.category values whose documents are the random-crawl negative pool

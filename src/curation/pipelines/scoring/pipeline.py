@@ -17,7 +17,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 score_documents,
                 inputs=["documents@shards", "embeddings@shards", "params:scoring", "params:cache", "params:data",
-                        "params:run"],
+                        "params:run", "params:embedding"],
                 outputs=["scores@shards", "scoring_metrics", "quality_share_table", "rater_models"],
                 name="score_documents_node",
             ),

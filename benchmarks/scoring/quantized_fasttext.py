@@ -1,0 +1,225 @@
+"""Quantized vs full fastText raters on the bundled corpus (issue 25, "Disk and memory proportionate").
+
+For each fastText rater (DCLM, Ultra-FineWeb: the default recipes of conf/scoring/default.yaml,
+2M hash buckets), trained as the reference raters are (curation.scoring.reference: the bundled
+corpus's categories and the train half of the human labels, one thread):
+
+- ``full``: the model as trained (``quantize: false``), and a second full model with another seed
+  (``full_seed1``): how far two equally good full models disagree, the yardstick for the rest;
+- each quantization setting: fastText's own ``model.quantize`` ("FastText.zip", Joulin et al. 2016)
+  applied to the full model, with the cutoff (rows kept by norm), retraining on the training file
+  or not, sub-vector size ``dsub`` and ``qnorm``. ``default`` marks the setting of the config.
+
+Every model scores all 16,513 documents; the CSV records the Spearman (and Pearson) correlation and
+the largest absolute difference against the full model's scores, each model's ROC-AUC on the 242
+held-out human labels (never trained on), file size, training/quantizing seconds and the load
+average (other processes share the cores: the seconds depend on it, the agreement does not).
+
+    .venv/bin/python benchmarks/scoring/quantized_fasttext.py            # both raters, ~1 CPU-hour
+    .venv/bin/python benchmarks/scoring/quantized_fasttext.py --settings "" --no-seed-baseline   # the default only
+
+Writes benchmarks/results/quantized_fasttext.{csv,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "src"))
+
+# (cutoff, retrain, dsub, qnorm); the config default is added and marked
+SETTINGS = [(200_000, False, 2, True), (200_000, True, 2, False), (1_000_000, False, 2, True)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--raters", default="fasttext_dclm,fasttext_ultrafineweb")
+    parser.add_argument("--out", default=str(RESULTS / "quantized_fasttext.csv"))
+    parser.add_argument("--settings", default=",".join(":".join(str(int(v)) for v in s) for s in SETTINGS),
+                        help="quantize settings cutoff:retrain:dsub:qnorm, comma-separated (the config default "
+                             "is always added); '' = the default only")
+    parser.add_argument("--no-seed-baseline", action="store_true", help="skip the second full model (seed 1)")
+    parser.add_argument("--full-model", default=None,
+                        help="compare this saved full model (one rater in --raters) with the quantized reference "
+                             "model of the config (data/06_models/shared) instead of training; appends to --out")
+    args = parser.parse_args()
+    if args.full_model:
+        return compare_reference(args)
+    chosen = [tuple(int(v) for v in item.split(":")) for item in args.settings.split(",") if item]
+    chosen = [(c, bool(r), d, bool(q)) for c, r, d, q in chosen]
+
+    import fasttext
+    from scipy.stats import pearsonr, spearmanr
+
+    from curation.scoring import ScoringConfig
+    from curation.scoring.fasttext_rater import FastTextRater
+    from curation.scoring.reference import load_reference_corpus
+    from curation.scoring.training_sets import EVAL, build_training_set, eval_roc_auc, human_label_split
+
+    cfg = ScoringConfig()
+    ref = load_reference_corpus(cfg.training.reference_path)
+    eval_mask = (human_label_split(ref, cfg.training.eval_fraction, cfg.training.split_salt) == EVAL).to_numpy()
+    ts = build_training_set(ref, cfg.training)
+    rows: list[dict] = []
+    work = Path(tempfile.mkdtemp(prefix="quantized-fasttext-"))
+
+    def record(name, variant, model_path, scores, full, seconds, **extra):
+        ok = np.isfinite(full) & np.isfinite(scores)
+        auc = eval_roc_auc(ref.loc[eval_mask].reset_index(drop=True), scores[eval_mask], cfg.training)
+        load1, load5, load15 = os.getloadavg()
+        row = {"rater": name, "variant": variant, **extra,
+               "size_mb": round(os.path.getsize(model_path) / 2**20, 3), "seconds": round(seconds, 1),
+               "spearman_vs_full": float(spearmanr(full[ok], scores[ok]).statistic),
+               "pearson_vs_full": float(pearsonr(full[ok], scores[ok]).statistic),
+               "max_abs_diff": float(np.abs(full[ok] - scores[ok]).max()),
+               "roc_auc_eval": auc["roc_auc"], "n_eval": auc["n_eval"], "docs": int(ok.sum()),
+               "loadavg_1": round(load1, 2), "loadavg_5": round(load5, 2), "loadavg_15": round(load15, 2)}
+        rows.append(row)
+        write_csv(rows, Path(args.out))  # after every row: a stopped run keeps what it measured
+        print({k: row[k] for k in ("rater", "variant", "size_mb", "seconds", "spearman_vs_full", "roc_auc_eval")},
+              flush=True)
+
+    for name in args.raters.split(","):
+        default = getattr(cfg, name)
+        rater = FastTextRater(replace(default, quantize=False, isolate_training=False))
+        prepared = rater.preprocess(ref["text"].tolist())
+        pos, neg = rater.preprocess(ts.positives), rater.preprocess(ts.negatives)
+        train_file = work / f"{name}.txt"
+        with open(train_file, "w", encoding="utf-8") as f:
+            rater.write_training_file([t for t in pos if t], [t for t in neg if t], f)
+        t0 = time.perf_counter()
+        rater.fit_prepared(pos, neg)
+        full_seconds = time.perf_counter() - t0
+        full_path = work / f"{name}_full.bin"
+        rater.model.save_model(str(full_path))
+        full = rater.score_prepared(prepared)
+        knobs = dict(cutoff=0, retrain=False, dsub=0, qnorm=False, default=False)
+        record(name, "full", full_path, full, full, full_seconds, **knobs)
+
+        if not args.no_seed_baseline:
+            other = FastTextRater(replace(default, quantize=False, isolate_training=False, seed=1))
+            t0 = time.perf_counter()
+            other.fit_prepared(pos, neg)
+            seconds = time.perf_counter() - t0
+            other.model.save_model(str(work / f"{name}_seed1.bin"))
+            record(name, "full_seed1", work / f"{name}_seed1.bin", other.score_prepared(prepared), full, seconds,
+                   **knobs)
+            del other
+
+        settings = list(chosen)
+        configured = (default.quantize_cutoff, default.quantize_retrain, default.quantize_dsub, default.quantize_qnorm)
+        if configured not in settings:
+            settings.append(configured)
+        for cutoff, retrain, dsub, qnorm in settings:
+            model = fasttext.load_model(str(full_path))
+            t0 = time.perf_counter()
+            model.quantize(input=str(train_file), cutoff=cutoff, retrain=retrain, epoch=default.epoch, lr=default.lr,
+                           thread=default.thread, verbose=0, dsub=dsub, qnorm=qnorm)
+            seconds = time.perf_counter() - t0
+            path = work / f"{name}_q{cutoff}_{int(retrain)}_{dsub}.ftz"
+            model.save_model(str(path))
+            rater.model = model
+            record(name, f"quantized cutoff={cutoff} retrain={retrain} dsub={dsub}", path,
+                   rater.score_prepared(prepared), full, seconds, cutoff=cutoff, retrain=retrain, dsub=dsub,
+                   qnorm=qnorm, default=(cutoff, retrain, dsub, qnorm) == configured)
+            del model
+        rater.model = None
+        for p in work.glob(f"{name}*"):
+            p.unlink()
+
+    out = Path(args.out)
+    write_csv(rows, out)
+    plot(rows, out.with_suffix(".png"))
+    print("wrote", out, out.with_suffix(".png"))
+
+
+def compare_reference(args) -> None:
+    """One row: the config's quantized reference model vs a full model trained on the same set (--full-model)."""
+    from scipy.stats import pearsonr, spearmanr
+
+    from curation.scoring import ScoringConfig
+    from curation.scoring.fasttext_rater import FastTextRater
+    from curation.scoring.reference import ensure_reference, load_reference_corpus
+    from curation.scoring.training_sets import EVAL, eval_roc_auc, human_label_split
+
+    (name,) = args.raters.split(",")
+    cfg = replace(ScoringConfig(), raters=[name])
+    reference = ensure_reference(cfg)
+    quantized = reference.raters[name]
+    full = FastTextRater.load(quantized.cfg.pretrained_path)
+    full._load_model(args.full_model)
+    ref = load_reference_corpus(cfg.training.reference_path)
+    eval_mask = (human_label_split(ref, cfg.training.eval_fraction, cfg.training.split_salt) == EVAL).to_numpy()
+    prepared = quantized.preprocess(ref["text"].tolist())
+    a, b = full.score_prepared(prepared), quantized.score_prepared(prepared)
+    ok = np.isfinite(a) & np.isfinite(b)
+    load1, load5, load15 = os.getloadavg()
+    out = Path(args.out)
+    rows = list(csv.DictReader(open(out))) if out.is_file() else []
+    default = getattr(cfg, name)
+    rows.append({"rater": name, "variant": f"quantized reference artifact {Path(quantized.cfg.pretrained_path).parent.name}",
+                 "cutoff": default.quantize_cutoff, "retrain": default.quantize_retrain, "dsub": default.quantize_dsub,
+                 "qnorm": default.quantize_qnorm, "default": True,
+                 "size_mb": round(os.path.getsize(quantized.cfg.pretrained_path) / 2**20, 3), "seconds": "",
+                 "spearman_vs_full": float(spearmanr(a[ok], b[ok]).statistic),
+                 "pearson_vs_full": float(pearsonr(a[ok], b[ok]).statistic),
+                 "max_abs_diff": float(np.abs(a[ok] - b[ok]).max()),
+                 "roc_auc_eval": eval_roc_auc(ref.loc[eval_mask].reset_index(drop=True), b[eval_mask],
+                                              cfg.training)["roc_auc"],
+                 "n_eval": int(eval_mask.sum()), "docs": int(ok.sum()), "loadavg_1": round(load1, 2),
+                 "loadavg_5": round(load5, 2), "loadavg_15": round(load15, 2)})
+    print(rows[-1], flush=True)
+    write_csv(rows, out)
+    plot([{**r, "size_mb": float(r["size_mb"]), "spearman_vs_full": float(r["spearman_vs_full"]),
+           "default": str(r["default"]) == "True"} for r in rows], out.with_suffix(".png"))
+
+
+def write_csv(rows: list[dict], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fields = list(dict.fromkeys(k for row in rows for k in row))
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    raters = sorted({r["rater"] for r in rows})
+    fig, axes = plt.subplots(1, len(raters), figsize=(6.5 * len(raters), 4.2), squeeze=False)
+    for ax, name in zip(axes[0], raters):
+        mine = [r for r in rows if r["rater"] == name]
+        for r in mine:
+            marker = "*" if r["default"] else ("s" if r["variant"].startswith("full") else "o")
+            ax.scatter(r["size_mb"], r["spearman_vs_full"], s=120 if r["default"] else 50, marker=marker)
+            ax.annotate(r["variant"].replace("quantized ", "q "), (r["size_mb"], r["spearman_vs_full"]), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+        ax.axhline(0.99, color="grey", ls="--", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("model file (MiB, log)")
+        ax.set_ylabel("Spearman vs the full model (16,513 docs)")
+        ax.set_title(f"{name}: quantized vs full (* = config default)")
+    load = rows[-1]
+    fig.suptitle(f"fastText quantization on the bundled corpus; load average {load['loadavg_1']}/{load['loadavg_5']}"
+                 f"/{load['loadavg_15']} at the end", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
