@@ -67,12 +67,14 @@ def test_die_with_parent_kills_a_subprocess_when_its_parent_is_killed(tmp_path):
 
 
 @pytest.mark.parametrize("stage, overrides, needle", [
-    # scoring's isolated fastText trainer (a subprocess)
-    ("scoring", ["pipeline=ingest+scoring"], "fasttext.train_supervised"),
+    # scoring's isolated fastText trainer (a subprocess); the default reference raters are trained once
+    # and shared, so the run trains on the (labelled) bundled corpus itself to have a trainer to kill
+    ("scoring", ["pipeline=ingest+scoring", "scoring.training.source=corpus"], "fasttext.train_supervised"),
     # a DataMask block process of selection (spawned by a ProcessPoolExecutor)
     ("selection", [], "spawn_main"),
     # a sweep on Hydra's joblib launcher: its loky workers (one idle), and the trainer of a job in one
-    ("joblib sweep", ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "pipeline=ingest+scoring"],
+    ("joblib sweep", ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "pipeline=ingest+scoring",
+                      "scoring.training.source=corpus"],
      "fasttext.train_supervised"),
 ])
 def test_no_child_survives_sigkill_of_curate(project, stage, overrides, needle):
