@@ -74,3 +74,19 @@ def stop_group(process: subprocess.Popen, grace_s: float = 20) -> None:
     deadline = time.monotonic() + 10
     while _group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.1)
+
+
+def wait_for(predicate, timeout: float, what: str, process: subprocess.Popen | None = None):
+    """Poll ``predicate`` every 50 ms until it returns something truthy (returned); fail the test if
+    ``process`` ends first or ``timeout`` seconds pass."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        if process is not None and process.poll() is not None:
+            pytest.fail(f"process ended (exit {process.returncode}) before {what}")
+        time.sleep(0.05)
+    pytest.fail(f"no {what} within {timeout} s")

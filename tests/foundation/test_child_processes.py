@@ -14,21 +14,9 @@ import pytest
 
 from curation import processes
 from tests.conftest import CORPUS_DIR
-from tests.processes import MARKER_ENV, marked_processes
+from tests.processes import MARKER_ENV, marked_processes, wait_for
 
 BIN = Path(sys.executable).parent
-
-
-def _wait_for(predicate, timeout: float, what: str, process: subprocess.Popen | None = None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        if process is not None and process.poll() is not None:
-            pytest.fail(f"curate ended (exit {process.returncode}) before {what}")
-        time.sleep(0.05)
-    pytest.fail(f"no {what} within {timeout} s")
 
 
 def _kill_all(pids) -> None:
@@ -53,10 +41,10 @@ def test_die_with_parent_kills_a_subprocess_when_its_parent_is_killed(tmp_path):
     )
     parent = subprocess.Popen([sys.executable, "-c", parent_code])
     try:
-        child = int(_wait_for(lambda: pid_file.is_file() and pid_file.read_text(), 60, "child pid", parent))
+        child = int(wait_for(lambda: pid_file.is_file() and pid_file.read_text(), 60, "child pid", parent))
         parent.kill()
         parent.wait()
-        gone = _wait_for(lambda: not Path(f"/proc/{child}").exists() or
+        gone = wait_for(lambda: not Path(f"/proc/{child}").exists() or
                          Path(f"/proc/{child}/stat").read_text().split(") ")[1].startswith("Z"), 5,
                          "end of the child after its parent's SIGKILL")
         assert gone
@@ -90,7 +78,7 @@ def test_no_child_survives_sigkill_of_curate(project, stage, overrides, needle):
     log = open(project / "curate.log", "w")
     curate = subprocess.Popen(args, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        children = _wait_for(
+        children = wait_for(
             lambda: {pid: cmd for pid, cmd in marked_processes(marker).items() if needle in cmd},
             300, f"{stage} child process", curate)
         os.kill(curate.pid, signal.SIGKILL)

@@ -17,25 +17,13 @@ import pytest
 from curation.hydra_app import namespace_from_argv
 from curation.namespace_lock import NamespaceBusy, NamespaceLock, lock_path, namespace_lock
 from tests.conftest import CORPUS_DIR, REPO
-from tests.processes import marked_processes, MARKER_ENV
+from tests.processes import MARKER_ENV, marked_processes, wait_for
 
 BIN = Path(sys.executable).parent
 
 
 def _env(project: Path) -> dict[str, str]:
     return {**os.environ, "CURATION_PROJECT_ROOT": str(project), "KEDRO_DISABLE_TELEMETRY": "true"}
-
-
-def _wait_for(predicate, timeout: float, what: str, process: subprocess.Popen | None = None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        if process is not None and process.poll() is not None:
-            pytest.fail(f"process ended (exit {process.returncode}) before {what}")
-        time.sleep(0.05)
-    pytest.fail(f"no {what} within {timeout} s")
 
 
 def _holder_pid(path: Path) -> int | None:
@@ -109,7 +97,7 @@ def test_second_curate_in_a_busy_namespace_stops_fast_and_a_waiting_one_takes_ov
                          cwd=project, env=env, stdout=a_log, stderr=subprocess.STDOUT)
     w = None
     try:
-        _wait_for(lambda: _holder_pid(lock_file) == a.pid, 120, "lock record of run A", a)
+        wait_for(lambda: _holder_pid(lock_file) == a.pid, 120, "lock record of run A", a)
         started = time.monotonic()
         b = subprocess.run([str(BIN / "curate"), "pipeline=ingest", "data.max_docs=50", *common],
                            cwd=project, env=env, capture_output=True, text=True, timeout=120)
@@ -123,7 +111,7 @@ def test_second_curate_in_a_busy_namespace_stops_fast_and_a_waiting_one_takes_ov
         w_log = project / "w.log"
         w = subprocess.Popen([str(BIN / "curate"), "pipeline=ingest", "data.max_docs=50", "run.wait_for_lock=true",
                               *common], cwd=project, env=env, stdout=open(w_log, "w"), stderr=subprocess.STDOUT)
-        _wait_for(lambda: "waiting for namespace 'shared'" in w_log.read_text(), 180, "W waiting for the lock", w)
+        wait_for(lambda: "waiting for namespace 'shared'" in w_log.read_text(), 180, "W waiting for the lock", w)
         assert a.poll() is None
         a.send_signal(signal.SIGKILL)
         a.wait()

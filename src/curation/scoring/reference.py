@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 import pandas as pd
 
+from curation.cache import file_digest
 from curation.scoring.training_sets import EVAL, build_training_set, category_of, human_label_split
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,19 +91,9 @@ def reference_files(path: str | os.PathLike) -> list[Path]:
     return files
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 @lru_cache(maxsize=8)
 def _fingerprint(files: tuple[str, ...], stamps: tuple[tuple[int, int], ...]) -> dict[str, str]:
-    return {Path(f).name: _sha256(Path(f)) for f in files}
+    return {Path(f).name: file_digest(Path(f)) for f in files}
 
 
 def reference_fingerprint(path: str | os.PathLike) -> dict[str, str]:
@@ -187,7 +178,7 @@ def fasttext_spec(name: str, cfg: "ScoringConfig") -> dict[str, Any]:
     if ft.recipe == "ultrafineweb":
         from curation.scoring.fasttext_rater import UltraFineWebTokenizer
 
-        params["tokenizer_sha256"] = _sha256(Path(UltraFineWebTokenizer.resolve_path(ft.tokenizer_path)))
+        params["tokenizer_sha256"] = file_digest(Path(UltraFineWebTokenizer.resolve_path(ft.tokenizer_path)))
     return _spec(f"ref-{name}", cfg, params, _FT_LIBRARIES)
 
 
@@ -200,7 +191,7 @@ def heads_spec(cfg: "ScoringConfig", embedding) -> dict[str, Any]:
     if "edu" in heads:
         params["edu"] = asdict(cfg.edu)
         if cfg.edu.annotations_path:
-            params["edu_annotations_sha256"] = _sha256(Path(cfg.edu.annotations_path))
+            params["edu_annotations_sha256"] = file_digest(Path(cfg.edu.annotations_path))
     if "wiki" in heads:
         params["wiki"] = asdict(cfg.wiki)
     if _needs_embedding(cfg):
