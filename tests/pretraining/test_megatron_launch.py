@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("megatron.core", reason="optional extra: pip install -e .[megatron]")
 
@@ -91,8 +92,13 @@ def test_plan_arithmetic_and_refusals():
         build_plan(_args("--model", "qwen2_5_1_5b", "--global-batch-size", "1000"), 64, count=False)
     with pytest.raises(SystemExit, match="expert"):
         build_plan(_args("--model", "moe_7b", "--expert-parallel", "3"), 64, count=False)
-    with pytest.raises(SystemExit, match="needs CUDA GPUs"):  # no fake training on CPU
-        train(_args("--model", "qwen2_5_1_5b", "--data-prefix", "x", "--tokenizer", "y"))
+    if not torch.cuda.is_available():  # CPU training exists (--device cpu); asking for CUDA without it fails
+        with pytest.raises(SystemExit, match="no CUDA GPU"):
+            train(_args("--model", "qwen2_5_1_5b", "--device", "cuda", "--data-prefix", "x", "--tokenizer", "y"))
+    with pytest.raises(SystemExit, match="no paper budget"):
+        build_plan(_args("--model", "tiny_dense", "--seq-length", "64"), 1, count=False)
+    with pytest.raises(SystemExit, match="exceeds"):
+        build_plan(_args("--model", "tiny_dense", "--train-iters", "5"), 1, count=False)  # 8192 > 256 positions
 
 
 def test_dry_run_builds_on_meta_and_prints_the_plan(selection):

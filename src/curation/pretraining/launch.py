@@ -19,16 +19,24 @@ per document, each ending with the tokenizer's ``<|endoftext|>`` (Megatron's
 files are written under temporary names and renamed, so a killed conversion
 leaves no prefix that a trainer would read.
 
-``train`` builds :func:`curation.pretraining.megatron.build_model` (``qwen2_5_1_5b``
-or ``moe_7b``) and trains it with megatron-core's own pieces -- GPTDataset over
-the indexed dataset, DistributedDataParallel, the Megatron optimizer (Adam,
-DATAMASK Sec. 4.1: constant LR 4e-4, weight decay 0.1, clip 1.0, global batch
-1,536 sequences of 8,192 tokens, 400B / 300B tokens) and the forward-backward
-schedule -- following ``examples/run_simple_mcore_train_loop.py`` of
-Megatron-LM. It needs CUDA GPUs and NCCL: without them it stops with a message
-(use ``--dry-run``). This loop has not been run on GPUs in this repository (the
-development machine has none); the data path (conversion, GPTDataset samples)
-and the plan are tested on CPU.
+``train`` builds :func:`curation.pretraining.megatron.build_model` (``qwen2_5_1_5b``,
+``moe_7b``, or the CPU-sized ``tiny_dense`` / ``tiny_moe``) and trains it with
+megatron-core's own pieces -- GPTDataset over the indexed dataset,
+DistributedDataParallel, the Megatron optimizer (Adam, DATAMASK Sec. 4.1:
+constant LR 4e-4, weight decay 0.1, clip 1.0, global batch 1,536 sequences of
+8,192 tokens, 400B / 300B tokens) and the forward-backward schedule --
+following ``examples/run_simple_mcore_train_loop.py`` of Megatron-LM, on CUDA
+with NCCL. ``--device cpu`` runs the same model, data and LR schedule on CPU
+with gloo (1 or more processes); the CUDA-only pieces of megatron-core 0.16.1
+that it replaces are listed in :func:`_train_cpu`. Both write ``train_log.jsonl``
+and checkpoints that resume (CPU: model, optimizer and scheduler; CUDA: model
+weights, optimizer moments restart).
+
+``export`` writes a checkpoint as this project's ``CausalLM`` folder (checked
+against Megatron's forward pass), so ``curate pipeline=evaluate`` scores it:
+
+    curate-megatron export --load ckpt/tiny --output data/06_models/megatron/lm_checkpoint --versioned
+    curate pipeline=evaluate run.namespace=megatron
 """
 
 from __future__ import annotations
@@ -41,9 +49,10 @@ import sys
 import time
 import uuid
 from collections import OrderedDict
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -257,10 +266,19 @@ def build_plan(args: argparse.Namespace, world_size: int, count: bool = True) ->
     if args.global_batch_size % per_step:
         raise SystemExit(f"--global-batch-size {args.global_batch_size} is not a multiple of micro batch x "
                          f"data parallel = {args.micro_batch_size} x {dp}")
-    budget = args.tokens if args.tokens is not None else TRAINING.token_budget[args.model]
     tokens_per_iter = args.global_batch_size * args.seq_length
+    if args.tokens is not None:
+        budget = args.tokens
+    elif args.train_iters is not None:
+        budget = float(args.train_iters * tokens_per_iter)
+    elif args.model in TRAINING.token_budget:
+        budget = TRAINING.token_budget[args.model]
+    else:
+        raise SystemExit(f"--model {args.model} has no paper budget: give --tokens or --train-iters")
     iters = args.train_iters if args.train_iters is not None else math.ceil(budget / tokens_per_iter)
-    total, active = count_parameters(args.model) if count else (0, 0)
+    if args.seq_length > spec.max_sequence_length:
+        raise SystemExit(f"--seq-length {args.seq_length} exceeds {args.model}'s {spec.max_sequence_length} positions")
+    total, active = count_parameters(args.model, **_model_overrides(args)) if count else (0, 0)
     tok_vocab = dataset_tokens = None
     if args.tokenizer:
         tok_vocab = load_hf_tokenizer(args.tokenizer).get_vocab_size()
@@ -324,16 +342,300 @@ def _micro_batches(dataset, plan: TrainPlan, dp_rank: int, start_iter: int) -> I
             yield {k: torch.stack([r[k] for r in rows]) for k in rows[0]}
 
 
-# --- training (GPUs) -------------------------------------------------------------------------------
+# --- training ------------------------------------------------------------------------------------
+
+
+def pick_device(requested: str = "auto") -> str:
+    """``cuda`` where torch sees a GPU (or when asked), else ``cpu``; ``cuda`` without a GPU is refused."""
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA GPU on this machine (use --device cpu)")
+    return requested
+
+
+@contextmanager
+def megatron_on_cpu():
+    """Let megatron-core's model code run on a machine without CUDA.
+
+    megatron-core 0.16.1 asks ``torch.cuda.current_device()`` for the device of
+    tensors it creates during the forward pass even when the model lives on the
+    CPU (``RotaryEmbedding.get_emb`` moves its frequencies there at every call;
+    the MoE router and experts do the same). Inside this context that call
+    answers ``cpu``, so those tensors are made where the model is. Nothing else
+    changes: the layers, their arithmetic and their parameters are megatron-core's.
+    The pieces that stay CUDA-only are replaced in :func:`_train_cpu`, not
+    patched (each named there).
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        yield
+        return
+    original = torch.cuda.current_device
+    torch.cuda.current_device = lambda: torch.device("cpu")  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.cuda.current_device = original  # type: ignore[assignment]
+
+
+class CpuRNGStatesTracker:
+    """megatron-core's ``CudaRNGStatesTracker`` on torch's CPU generator.
+
+    Megatron's attention forks the named ``model-parallel-rng`` stream around
+    its dropout at every forward, and the CUDA tracker keeps its streams as CUDA
+    generator states. This one keeps them as CPU generator states, with the same
+    names and seeds as ``model_parallel_cuda_manual_seed`` (tensor-parallel rank 0).
+    """
+
+    def __init__(self) -> None:
+        self.states_: dict = {}
+
+    def is_initialized(self) -> bool:
+        return bool(self.states_)
+
+    def reset(self) -> None:
+        self.states_ = {}
+
+    def get_states(self) -> dict:
+        return dict(self.states_)
+
+    def set_states(self, states: dict) -> None:
+        self.states_ = dict(states)
+
+    def add(self, name: str, seed: int) -> None:
+        import torch
+
+        if name in self.states_:
+            raise Exception(f"rng state {name} already exists")
+        saved = torch.get_rng_state()
+        torch.manual_seed(seed)
+        self.states_[name] = torch.get_rng_state()
+        torch.set_rng_state(saved)
+
+    @contextmanager
+    def fork(self, name: str = "model-parallel-rng"):
+        import torch
+
+        if name not in self.states_:
+            raise Exception(f"rng state {name} is not added")
+        saved = torch.get_rng_state()
+        torch.set_rng_state(self.states_[name])
+        try:
+            yield
+        finally:
+            self.states_[name] = torch.get_rng_state()
+            torch.set_rng_state(saved)
+
+
+def seed_on_cpu(seed: int) -> None:
+    """``model_parallel_cuda_manual_seed`` for the CPU: torch's seed and the three named streams."""
+    import torch
+    from megatron.core.tensor_parallel import random as megatron_random
+
+    torch.manual_seed(seed)
+    tracker = CpuRNGStatesTracker()
+    tracker.add("data-parallel-rng", seed)
+    tracker.add("model-parallel-rng", seed + 2718)
+    tracker.add("expert-parallel-rng", seed + 1024)
+    megatron_random._CUDA_RNG_STATE_TRACKER = tracker
+    megatron_random._CUDA_RNG_STATE_TRACKER_INITIALIZED = True
+
+
+def _init_distributed(backend: str) -> tuple[int, int]:
+    import torch.distributed as dist
+
+    rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000 if world_size == 1 else 29500))
+    if not dist.is_initialized():
+        dist.init_process_group(backend, rank=rank, world_size=world_size)
+    return rank, world_size
+
+
+def _lr_scheduler(optimizer, args: argparse.Namespace, plan: TrainPlan):
+    """megatron-core's ``OptimizerParamScheduler``; it counts samples, as Megatron-LM's loop does."""
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+    gbs = plan.global_batch_size
+    decay_iters = round(args.wsd_decay_fraction * plan.train_iters)
+    return OptimizerParamScheduler(
+        optimizer, init_lr=0.0 if args.warmup_iters else args.lr, max_lr=args.lr, min_lr=args.min_lr,
+        lr_warmup_steps=args.warmup_iters * gbs, lr_decay_steps=plan.train_iters * gbs,
+        lr_decay_style="WSD" if args.lr_schedule == "wsd" else "constant", start_wd=args.weight_decay,
+        end_wd=args.weight_decay, wd_incr_steps=plan.train_iters * gbs, wd_incr_style="constant",
+        wsd_decay_steps=decay_iters * gbs if args.lr_schedule == "wsd" else None,
+        lr_wsd_decay_style="exponential" if args.lr_schedule == "wsd" else None,
+    )
+
+
+def _model_overrides(args: argparse.Namespace) -> dict:
+    return {"num_layers": args.num_layers} if getattr(args, "num_layers", None) else {}
+
+
+def _latest(save_dir: Optional[Path]) -> Optional[dict]:
+    if save_dir is None or not (save_dir / LATEST_FILE).exists():
+        return None
+    return json.loads((save_dir / LATEST_FILE).read_text())
+
+
+def _write_latest(save_dir: Path, iteration: int, name: str, fmt: str, args: argparse.Namespace) -> None:
+    """``latest.json`` last, so a killed save leaves the previous checkpoint as the latest."""
+    meta = {"iteration": iteration, "dir": name, "format": fmt, "model": args.model,
+            "num_layers": getattr(args, "num_layers", None), "tokenizer": str(Path(args.tokenizer).resolve())}
+    tmp = save_dir / f".{LATEST_FILE}.tmp"
+    tmp.write_text(json.dumps(meta))
+    os.replace(tmp, save_dir / LATEST_FILE)
+
+
+def _log(path: Optional[Path], record: dict) -> None:
+    print(json.dumps(record), flush=True)
+    if path is not None:
+        with path.open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+LATEST_FILE = "latest.json"
+LOG_FILE = "train_log.jsonl"
 
 
 def train(args: argparse.Namespace) -> None:
+    """Pre-train with megatron-core: on CUDA + NCCL (:func:`_train_cuda`) or on CPU + gloo (:func:`_train_cpu`)."""
+    if pick_device(args.device) == "cuda":
+        _train_cuda(args)
+    else:
+        _train_cpu(args)
+
+
+def _train_cpu(args: argparse.Namespace) -> None:
+    """The same model, data, schedule and checkpoint cycle on CPU with the gloo backend (1 or more processes).
+
+    megatron-core's model (``GPTModel`` and its layers), dataset (``GPTDataset``
+    over the indexed dataset) and LR scheduler run as they are (under
+    :func:`megatron_on_cpu`). Four of its pieces are CUDA-only in 0.16.1 and
+    have a plain-torch stand-in here, named with the call that fails:
+
+    - ``model_parallel_cuda_manual_seed`` (``torch.cuda.manual_seed``) and the CUDA RNG tracker that
+      every attention forward forks (``CudaRNGStatesTracker.fork``): :func:`seed_on_cpu`, the same named
+      streams on torch's CPU generator.
+    - ``DistributedDataParallel`` (``_ParamAndGradBuffer`` allocates on ``torch.cuda.current_device()``):
+      ``torch.nn.parallel.DistributedDataParallel`` over gloo when there are 2+ processes.
+    - ``get_megatron_optimizer`` (``FP32Optimizer`` keeps its loss scale on ``'cuda'``): ``torch.optim.AdamW``
+      with Megatron's parameter groups (no weight decay on biases and norms) and ``clip_grad_norm_``.
+    - ``get_forward_backward_func`` (``forward_backward_no_pipelining`` counts tokens on ``'cuda'``): the
+      same micro-batch loop written out; ``dist_checkpointing`` (``torch.cuda.synchronize`` when saving):
+      ``torch.save`` of model, optimizer and scheduler, so a resumed run continues exactly.
+    """
+    import torch
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+    from megatron.core.transformer.moe.moe_utils import MoEAuxLossAutoScaler
+
+    from curation.pretraining.megatron import build_model
+
+    if args.tensor_parallel != 1 or args.expert_parallel != 1:
+        raise SystemExit("on CPU, --tensor-parallel and --expert-parallel must be 1 (data parallel only)")
+    if not args.fp32:
+        args.fp32 = True  # bf16 matmuls on CPU are slow and Megatron's bf16 path needs its CUDA optimizer
+    rank, world_size = _init_distributed("gloo")
+    if not parallel_state.model_parallel_is_initialized():
+        parallel_state.initialize_model_parallel(1, 1)
+    seed_on_cpu(args.seed)
+    plan = build_plan(args, world_size, count=False)
+    say = print if rank == 0 else (lambda *a, **k: None)
+    say("\n".join(plan.lines()), flush=True)
+    save_dir = Path(args.save) if args.save else None
+    log_path = save_dir / LOG_FILE if save_dir is not None and rank == 0 else None
+    if save_dir is not None:
+        save_dir.mkdir(parents=True, exist_ok=True)
+
+    with megatron_on_cpu():
+        model = build_model(args.model, device="cpu", **_model_overrides(args))
+        wrapped = model
+        if world_size > 1:
+            wrapped = torch.nn.parallel.DistributedDataParallel(model)
+        decay = [p for n, p in model.named_parameters() if p.ndim > 1 and not n.endswith("bias")]
+        no_decay = [p for n, p in model.named_parameters() if not (p.ndim > 1 and not n.endswith("bias"))]
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "wd_mult": 1.0}, {"params": no_decay, "wd_mult": 0.0}],
+            lr=args.lr, betas=(args.adam_beta1, args.adam_beta2), eps=1e-8, weight_decay=args.weight_decay)
+        scheduler = _lr_scheduler(optimizer, args, plan)
+        start_iter = 0
+        latest = _latest(save_dir)
+        if latest is not None:
+            if latest.get("format") != "torch":
+                raise SystemExit(f"{save_dir} holds a {latest.get('format')!r} checkpoint (CUDA run); "
+                                 "resume it on CUDA or start a new --save folder")
+            state = torch.load(save_dir / latest["dir"] / "state.pt", map_location="cpu", weights_only=False)
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            start_iter = latest["iteration"]
+            say(f"resumed from iteration {start_iter} (model, optimizer and scheduler state)", flush=True)
+            _log(log_path, {"resumed_from": start_iter})
+
+        # Megatron's builder builds the sample index on rank 0 first, then the other ranks read its cache.
+        dataset = build_train_dataset(args.data_prefix, args.tokenizer, args.seq_length,
+                                      plan.train_iters * plan.global_batch_size, args.seed)
+        batches = _micro_batches(dataset, plan, rank, start_iter)
+        # Megatron's schedule scales the MoE auxiliary loss's gradient by 1 / micro-batches (as the LM loss).
+        MoEAuxLossAutoScaler.set_loss_scale(torch.tensor(1.0 / plan.grad_accumulation))
+
+        t_last = time.perf_counter()
+        wrapped.train()
+        for iteration in range(start_iter, plan.train_iters):
+            optimizer.zero_grad(set_to_none=True)
+            losses = []
+            for micro in range(plan.grad_accumulation):
+                batch = next(batches)
+                sync = micro == plan.grad_accumulation - 1 or world_size == 1
+                with (nullcontext() if sync else wrapped.no_sync()):
+                    per_token = wrapped(batch["tokens"], batch["position_ids"], batch.get("attention_mask"),
+                                        labels=batch["labels"])
+                    mask = batch["loss_mask"].float()
+                    loss = (per_token.float() * mask).sum() / mask.sum()
+                    (loss / plan.grad_accumulation).backward()
+                losses.append(loss.detach())
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad))
+            optimizer.step()
+            scheduler.step(plan.global_batch_size)
+            if (iteration + 1) % args.log_interval == 0 or iteration == start_iter:
+                lm_loss = torch.stack(losses).mean()
+                if world_size > 1:
+                    dist.all_reduce(lm_loss)
+                    lm_loss /= world_size
+                now = time.perf_counter()
+                done = (iteration + 1 - start_iter) if iteration == start_iter else args.log_interval
+                tokens_per_s = done * plan.tokens_per_iteration / (now - t_last)
+                t_last = now
+                if rank == 0:
+                    _log(log_path, {"iteration": iteration + 1, "lm_loss": float(lm_loss), "grad_norm": grad_norm,
+                                    "lr": optimizer.param_groups[0]["lr"], "tokens_per_s": tokens_per_s,
+                                    "device": "cpu", "world_size": world_size})
+            if save_dir is not None and ((iteration + 1) % args.save_interval == 0
+                                         or iteration + 1 == plan.train_iters):
+                if rank == 0:
+                    name = f"iter_{iteration + 1:07d}"
+                    target = save_dir / name
+                    target.mkdir(exist_ok=True)
+                    tmp = target / ".state.pt.tmp"
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                "scheduler": scheduler.state_dict(), "iteration": iteration + 1}, tmp)
+                    os.replace(tmp, target / "state.pt")
+                    _write_latest(save_dir, iteration + 1, name, "torch", args)
+                dist.barrier()
+    dist.barrier()
+    parallel_state.destroy_model_parallel()  # so that one process can run train() again (tests, sweeps)
+    dist.destroy_process_group()
+
+
+def _train_cuda(args: argparse.Namespace) -> None:
     """The training loop on CUDA + NCCL (see the module docstring); one process per GPU under torchrun."""
     import torch
 
-    if not torch.cuda.is_available():
-        raise SystemExit("curate-megatron train needs CUDA GPUs (megatron-core's kernels, NCCL and CUDA RNG "
-                         "tracker are CUDA-only); this machine has none. Use --dry-run to check the plan.")
     from functools import partial
 
     import torch.distributed as dist
@@ -341,28 +643,28 @@ def train(args: argparse.Namespace) -> None:
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.distributed.finalize_model_grads import finalize_model_grads
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
-    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
     from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 
     from curation.pretraining.megatron import build_model
 
-    rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local_rank)
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29500")
-    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+    rank, world_size = _init_distributed("nccl")
     parallel_state.initialize_model_parallel(args.tensor_parallel, 1,
                                              expert_model_parallel_size=args.expert_parallel)
     model_parallel_cuda_manual_seed(args.seed)
     plan = build_plan(args, world_size, count=False)
     say = print if rank == 0 else (lambda *a, **k: None)
     say("\n".join(plan.lines()), flush=True)
+    save_dir = Path(args.save) if args.save else None
+    log_path = save_dir / LOG_FILE if save_dir is not None and rank == 0 else None
+    if save_dir is not None:
+        save_dir.mkdir(parents=True, exist_ok=True)
 
     dtype = torch.float32 if args.fp32 else torch.bfloat16
     model = build_model(args.model, device="cuda", use_cpu_initialization=False, bf16=not args.fp32,
-                        params_dtype=dtype)
+                        params_dtype=dtype, **_model_overrides(args))
     model = DistributedDataParallel(
         config=model.config,
         ddp_config=DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
@@ -375,32 +677,24 @@ def train(args: argparse.Namespace) -> None:
                         bf16=not args.fp32, params_dtype=dtype, use_distributed_optimizer=True),
         [model],
     )
-    # The scheduler counts samples, as Megatron-LM's training loop does (iterations x global batch).
     gbs = plan.global_batch_size
-    decay_iters = round(args.wsd_decay_fraction * plan.train_iters)
-    scheduler = OptimizerParamScheduler(
-        optimizer, init_lr=0.0 if args.warmup_iters else args.lr, max_lr=args.lr, min_lr=args.min_lr,
-        lr_warmup_steps=args.warmup_iters * gbs, lr_decay_steps=plan.train_iters * gbs,
-        lr_decay_style="WSD" if args.lr_schedule == "wsd" else "constant", start_wd=args.weight_decay,
-        end_wd=args.weight_decay, wd_incr_steps=plan.train_iters * gbs, wd_incr_style="constant",
-        wsd_decay_steps=decay_iters * gbs if args.lr_schedule == "wsd" else None,
-        lr_wsd_decay_style="exponential" if args.lr_schedule == "wsd" else None,
-    )
+    scheduler = _lr_scheduler(optimizer, args, plan)
 
     start_iter = 0
-    save_dir = Path(args.save) if args.save else None
-    if save_dir is not None and (save_dir / "latest.json").exists():  # resume
-        latest = json.loads((save_dir / "latest.json").read_text())
+    latest = _latest(save_dir)
+    if latest is not None:  # resume
+        if latest.get("format", "dist") != "dist":
+            raise SystemExit(f"{save_dir} holds a {latest.get('format')!r} checkpoint (CPU run); "
+                             "start a new --save folder")
         state = dist_checkpointing.load(model.module.sharded_state_dict(prefix=""), str(save_dir / latest["dir"]))
         model.module.load_state_dict(state)
         start_iter = latest["iteration"]
         scheduler.step(start_iter * gbs)
         say(f"resumed from iteration {start_iter} (model weights; optimizer moments restart)")
+        if rank == 0:
+            _log(log_path, {"resumed_from": start_iter})
 
-    if rank == 0:  # build the sample index once, then every rank reads it from the cache
-        build_train_dataset(args.data_prefix, args.tokenizer, args.seq_length,
-                            plan.train_iters * plan.global_batch_size, args.seed)
-    dist.barrier()
+    # Megatron's builder builds the sample index on rank 0 first, then the other ranks read its cache.
     dataset = build_train_dataset(args.data_prefix, args.tokenizer, args.seq_length,
                                   plan.train_iters * plan.global_batch_size, args.seed)
     batches = _micro_batches(dataset, plan, parallel_state.get_data_parallel_rank(), start_iter)
@@ -417,6 +711,7 @@ def train(args: argparse.Namespace) -> None:
         return output, partial(loss_func, batch["loss_mask"])
 
     forward_backward = get_forward_backward_func()
+    torch.cuda.synchronize()
     t_last = time.perf_counter()
     for iteration in range(start_iter, plan.train_iters):
         model.zero_grad_buffer()
@@ -428,20 +723,192 @@ def train(args: argparse.Namespace) -> None:
         finalize_model_grads([model])
         _, grad_norm, _ = optimizer.step()
         scheduler.step(gbs)
-        if (iteration + 1) % args.log_interval == 0:
+        if (iteration + 1) % args.log_interval == 0 or iteration == start_iter:
             loss = torch.stack([x["lm loss"] for x in losses]).mean().item() if losses else float("nan")
+            torch.cuda.synchronize()
             now = time.perf_counter()
-            tokens_per_s = args.log_interval * plan.tokens_per_iteration / (now - t_last)
+            done = (iteration + 1 - start_iter) if iteration == start_iter else args.log_interval
+            tokens_per_s = done * plan.tokens_per_iteration / (now - t_last)
             t_last = now
-            say(json.dumps({"iteration": iteration + 1, "lm_loss": loss, "grad_norm": grad_norm,
-                            "lr": optimizer.param_groups[0]["lr"], "tokens_per_s": tokens_per_s}), flush=True)
+            if rank == 0:
+                _log(log_path, {"iteration": iteration + 1, "lm_loss": loss, "grad_norm": grad_norm,
+                                "lr": optimizer.param_groups[0]["lr"], "tokens_per_s": tokens_per_s,
+                                "device": torch.cuda.get_device_name(), "world_size": world_size,
+                                "max_memory_gib": torch.cuda.max_memory_allocated() / 2**30})
         if save_dir is not None and ((iteration + 1) % args.save_interval == 0 or iteration + 1 == plan.train_iters):
             name = f"iter_{iteration + 1:07d}"
+            (save_dir / name).mkdir(exist_ok=True)
             dist_checkpointing.save(model.module.sharded_state_dict(prefix=""), str(save_dir / name))
             if rank == 0:
-                (save_dir / "latest.json").write_text(json.dumps({"iteration": iteration + 1, "dir": name}))
+                _write_latest(save_dir, iteration + 1, name, "dist", args)
             dist.barrier()
     dist.destroy_process_group()
+
+
+# --- export: a Megatron checkpoint -> this project's CausalLM ------------------------------------
+
+
+def causal_lm_config(name: str, **config_overrides: Any):
+    """The :class:`curation.lm.ModelConfig` whose ``CausalLM`` computes what Megatron's ``GPTModel`` of ``name``
+    computes (same RMSNorm, rotate-half RoPE, GQA, SwiGLU, top-k routing after the softmax)."""
+    from curation.lm.model import ModelConfig
+
+    spec = MODELS[name]
+    return ModelConfig(
+        vocab_size=spec.vocab_size, max_seq_len=spec.max_sequence_length,
+        n_layer=config_overrides.get("num_layers") or spec.num_layers, d_model=spec.hidden_size,
+        n_head=spec.num_attention_heads, n_kv_head=spec.num_query_groups, d_ff=spec.ffn_hidden_size,
+        rope_theta=float(spec.rotary_base), norm_eps=spec.norm_epsilon, qkv_bias=spec.add_qkv_bias,
+        tie_embeddings=spec.tie_embeddings, num_experts=spec.num_moe_experts or 0,
+        moe_top_k=spec.moe_router_topk, moe_d_ff=spec.ffn_hidden_size if spec.num_moe_experts else None,
+        moe_normalize_topk=False, moe_aux_loss_coef=1e-2,
+    )
+
+
+def megatron_to_causal_lm(state: dict, config) -> dict:
+    """Megatron ``GPTModel`` (local layer spec) state dict -> :class:`curation.lm.CausalLM` state dict.
+
+    The one non-trivial move is ``linear_qkv``: Megatron stores its rows query group by query group
+    (``[q heads of group g, k_g, v_g]`` for each g), ours all queries, then all keys, then all values.
+    """
+    import torch
+
+    hd, n_kv = config.head_dim, config.n_kv_head
+    per_group = config.n_head // n_kv
+
+    def qkv(tensor):
+        groups = tensor.reshape(n_kv, (per_group + 2) * hd, *tensor.shape[1:])
+        q = groups[:, : per_group * hd].reshape(config.n_head * hd, *tensor.shape[1:])
+        k = groups[:, per_group * hd: (per_group + 1) * hd].reshape(n_kv * hd, *tensor.shape[1:])
+        v = groups[:, (per_group + 1) * hd:].reshape(n_kv * hd, *tensor.shape[1:])
+        return torch.cat([q, k, v], dim=0)
+
+    out = {"embed_tokens.weight": state["embedding.word_embeddings.weight"],
+           "norm.weight": state["decoder.final_layernorm.weight"]}
+    out["lm_head.weight"] = out["embed_tokens.weight"] if config.tie_embeddings else state["output_layer.weight"]
+    for i in range(config.n_layer):
+        src, dst = f"decoder.layers.{i}.", f"layers.{i}."
+        out[dst + "input_layernorm.weight"] = state[src + "input_layernorm.weight"]
+        out[dst + "self_attn.qkv_proj.weight"] = qkv(state[src + "self_attention.linear_qkv.weight"])
+        if config.qkv_bias:
+            out[dst + "self_attn.qkv_proj.bias"] = qkv(state[src + "self_attention.linear_qkv.bias"])
+        out[dst + "self_attn.o_proj.weight"] = state[src + "self_attention.linear_proj.weight"]
+        out[dst + "post_attention_layernorm.weight"] = state[src + "pre_mlp_layernorm.weight"]
+        if config.num_experts:
+            out[dst + "mlp.router.weight"] = state[src + "mlp.router.weight"]
+            for e in range(config.num_experts):
+                expert = f"{src}mlp.experts.local_experts.{e}."
+                out[f"{dst}mlp.experts.{e}.gate_up_proj.weight"] = state[expert + "linear_fc1.weight"]
+                out[f"{dst}mlp.experts.{e}.down_proj.weight"] = state[expert + "linear_fc2.weight"]
+        else:  # Megatron's GLU fc1 is [gate; up], as our gate_up_proj
+            out[dst + "mlp.gate_up_proj.weight"] = state[src + "mlp.linear_fc1.weight"]
+            out[dst + "mlp.down_proj.weight"] = state[src + "mlp.linear_fc2.weight"]
+    return {k: v.detach().float().cpu().contiguous() for k, v in out.items()}
+
+
+def load_megatron_state(save_dir: str | Path, iteration: Optional[int] = None) -> tuple[dict, dict]:
+    """(Megatron model state dict, checkpoint meta) of the latest (or given) iteration in ``save_dir``."""
+    import torch
+
+    save_dir = Path(save_dir)
+    meta = _latest(save_dir)
+    if meta is None:
+        raise SystemExit(f"no {LATEST_FILE} in {save_dir}: not a curate-megatron checkpoint folder")
+    if iteration is not None:
+        meta = {**meta, "iteration": iteration, "dir": f"iter_{iteration:07d}"}
+    folder = save_dir / meta["dir"]
+    if meta.get("format") == "torch":
+        return torch.load(folder / "state.pt", map_location="cpu", weights_only=False)["model"], meta
+    from megatron.core import dist_checkpointing
+
+    from curation.pretraining.megatron import build_model
+
+    model = build_model(meta["model"], device="cpu", **_model_overrides(argparse.Namespace(**meta)))
+    state = dist_checkpointing.load(model.sharded_state_dict(prefix=""), str(folder))
+    model.load_state_dict(state)
+    return model.state_dict(), meta
+
+
+def export(save_dir: str | Path, output: str | Path, tokenizer_path: Optional[str | Path] = None,
+           iteration: Optional[int] = None, versioned: bool = False, check_tokens: int = 32) -> dict:
+    """Write a Megatron checkpoint as this project's model folder (``model.pt``, ``config.json``,
+    ``tokenizer.json``), which ``curate pipeline=evaluate`` and :class:`~curation.evaluation.harness.CurationLM`
+    score. ``versioned`` writes ``<output>/<kedro version>/<output name>``, the layout of the versioned
+    ``lm_checkpoint`` dataset, so the evaluate pipeline loads it as its latest checkpoint.
+
+    The exported model is checked against Megatron's own forward pass on ``check_tokens`` random tokens:
+    the largest logit difference is returned (``max_abs_logit_diff``), and an export whose logits differ
+    by more than 1e-3 relative to their scale is refused.
+    """
+    import shutil
+
+    import torch
+
+    from curation.lm.model import CausalLM
+    from curation.lm.train import save_model
+    from curation.pretraining.megatron import build_model
+
+    state, meta = load_megatron_state(save_dir, iteration)
+    overrides = _model_overrides(argparse.Namespace(**meta))
+    config = causal_lm_config(meta["model"], **overrides)
+    model = CausalLM(config)
+    model.load_state_dict(megatron_to_causal_lm(state, config))
+    model.eval()
+
+    diff = scale = float("nan")
+    if check_tokens:
+        with megatron_on_cpu():
+            _ensure_rng_tracker()
+            reference = build_model(meta["model"], device="cpu", **overrides)
+            reference.load_state_dict(state)
+            reference.eval().float()
+            tokens = torch.randint(0, config.vocab_size, (1, check_tokens), generator=torch.Generator().manual_seed(0))
+            positions = torch.arange(check_tokens)[None]
+            causal = torch.triu(torch.ones(1, 1, check_tokens, check_tokens, dtype=torch.bool), diagonal=1)
+            with torch.no_grad():
+                theirs = reference(tokens, positions, causal).float()  # (b, s, vocab)
+                ours = model(tokens).logits.float()
+        diff, scale = float((theirs - ours).abs().max()), float(theirs.abs().max())
+        if not diff <= 1e-3 * max(scale, 1.0):
+            raise SystemExit(f"exported model disagrees with Megatron's forward: max |logit diff| {diff:.3g} "
+                             f"(logit scale {scale:.3g})")
+
+    output = Path(output)
+    if versioned:
+        from kedro.io.core import generate_timestamp
+
+        output = output / generate_timestamp() / output.name
+    tok = Path(tokenizer_path or meta["tokenizer"])
+    tmp = output.with_name(f".{output.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        save_model(model, tmp)
+        shutil.copyfile(tok, tmp / "tokenizer.json")
+        info = json.loads((tmp / "config.json").read_text())
+        info["megatron"] = {**meta, "source": str(Path(save_dir).resolve())}
+        (tmp / "config.json").write_text(json.dumps(info, indent=2))
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if output.exists():
+            shutil.rmtree(output)
+        os.replace(tmp, output)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return {"output": str(output), "model": meta["model"], "iteration": meta["iteration"],
+            "parameters": model.num_parameters(), "max_abs_logit_diff": diff, "logit_scale": scale}
+
+
+def _ensure_rng_tracker() -> None:
+    """Megatron's attention forks the model-parallel RNG stream; outside training no seed was set."""
+    import torch
+    from megatron.core.tensor_parallel import random as megatron_random
+
+    tracker = megatron_random.get_cuda_rng_tracker()
+    if tracker.is_initialized():
+        return
+    if torch.cuda.is_available():
+        megatron_random.model_parallel_cuda_manual_seed(0)
+    else:
+        seed_on_cpu(0)
 
 
 # --- command line ----------------------------------------------------------------------------------
@@ -456,6 +923,14 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--output-prefix", required=True, help="writes <prefix>.bin and <prefix>.idx")
     c.add_argument("--tokenizer", help="tokenizer.json with <|endoftext|> (needed for parquet input)")
     c.add_argument("--text-column", default="text")
+
+    e = sub.add_parser("export", help="a Megatron checkpoint -> this project's model folder (pipeline=evaluate)")
+    e.add_argument("--load", required=True, help="the --save folder of a train run")
+    e.add_argument("--output", required=True, help="model folder to write (with --versioned: the dataset folder)")
+    e.add_argument("--tokenizer", help="tokenizer.json (default: the one the run trained with)")
+    e.add_argument("--iteration", type=int, default=None, help="default: the latest")
+    e.add_argument("--versioned", action="store_true",
+                   help="write <output>/<version>/<name>, as the versioned lm_checkpoint dataset")
 
     t = sub.add_parser("train", help="pre-train a paper-scale model with megatron-core (torchrun-compatible)")
     t.add_argument("--model", required=True, choices=sorted(MODELS))
@@ -483,6 +958,10 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--save", help="checkpoint folder (megatron dist_checkpointing); resumes from it")
     t.add_argument("--save-interval", type=int, default=1000)
     t.add_argument("--log-interval", type=int, default=10)
+    t.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
+                   help="cuda (NCCL, Megatron's DDP and optimizer) | cpu (gloo; see _train_cpu) | auto")
+    t.add_argument("--num-layers", type=int, default=None,
+                   help="fewer layers than the model's (smoke runs of a paper model on one GPU)")
     t.add_argument("--world-size", type=int, default=None,
                    help="--dry-run only: plan for this many GPUs (default: $WORLD_SIZE or 1)")
     t.add_argument("--dry-run", action="store_true",
@@ -499,6 +978,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.command == "convert":
         stats = convert(args.input, args.output_prefix, args.tokenizer, args.text_column)
         print(json.dumps(asdict(stats)))
+        return 0
+    if args.command == "export":
+        print(json.dumps(export(args.load, args.output, args.tokenizer, args.iteration, args.versioned)))
         return 0
     if args.dry_run:
         world = args.world_size or int(os.environ.get("WORLD_SIZE", 1))

@@ -57,6 +57,14 @@ MODELS: dict[str, MegatronModelSpec] = {
     "moe_7b": MegatronModelSpec(num_layers=12, hidden_size=1536, num_attention_heads=12, num_query_groups=2,
                                 ffn_hidden_size=11392, tie_embeddings=False, add_qkv_bias=False,
                                 num_moe_experts=10, moe_router_topk=1),
+    # CPU-sized siblings for the loop's own checks (tests, `curate-megatron train --device cpu`): the layout of
+    # conf/pretrain/tiny.yaml (Qwen2-style, GQA 2:1, SwiGLU, RoPE 1e4, tied embeddings) at 2 layers.
+    "tiny_dense": MegatronModelSpec(num_layers=2, hidden_size=128, num_attention_heads=4, num_query_groups=2,
+                                    ffn_hidden_size=384, vocab_size=8192, max_sequence_length=256,
+                                    rotary_base=10_000),
+    "tiny_moe": MegatronModelSpec(num_layers=2, hidden_size=128, num_attention_heads=4, num_query_groups=2,
+                                  ffn_hidden_size=256, vocab_size=8192, max_sequence_length=256, rotary_base=10_000,
+                                  add_qkv_bias=False, num_moe_experts=4, moe_router_topk=1),
 }
 
 # Targets the tests check counts against (within 5%).
@@ -149,6 +157,14 @@ def build_model(name: str, *, device: str = "meta", **config_overrides: Any):
 
     _ensure_model_parallel()
     spec = MODELS[name]
+    if spec.num_moe_experts:
+        from megatron.core.transformer.moe import moe_utils
+
+        if not hasattr(moe_utils, "te_general_gemm"):
+            # megatron-core 0.16.1 imports te_general_gemm only with Transformer Engine, yet the router's
+            # gating linear tests `te_general_gemm is not None`: NameError at the first MoE forward. None
+            # is the value the test expects without Transformer Engine (then it uses torch.mm).
+            moe_utils.te_general_gemm = None
     if spec.num_moe_experts and not torch.cuda.is_available():
         # The all-to-all dispatcher opens a CUDA stream at construction; all-gather
         # builds on CPU and has the same parameters.
@@ -167,14 +183,14 @@ def build_model(name: str, *, device: str = "meta", **config_overrides: Any):
         )
 
 
-def count_parameters(name: str) -> tuple[int, int]:
+def count_parameters(name: str, **config_overrides: Any) -> tuple[int, int]:
     """``(total, active_non_embedding)`` parameters of model ``name``, from the built model.
 
     Active non-embedding: every parameter outside the input embedding and the
     output layer, with each MoE layer's experts counted ``topk / num_experts``
     times (a token passes through ``topk`` of them).
     """
-    model = build_model(name, device="meta")
+    model = build_model(name, device="meta", **config_overrides)
     spec = MODELS[name]
     total = 0
     active = 0.0
