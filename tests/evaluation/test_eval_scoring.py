@@ -82,6 +82,29 @@ def test_three_item_task_gives_the_known_accuracies(scorer):
     assert metrics["chance"] == pytest.approx(0.5)
 
 
+def test_continuous_metrics_are_datadecides_on_hand_computed_values(scorer):
+    """Item 2 (float32 model, hence rel=1e-4): gold "very very cold" (3 tokens, 14 chars) vs "hot" (1 token, 3 chars); the bigram model's
+    log-likelihoods are known in closed form, so every continuous metric is too."""
+    gold, wrong = (3 - LSE_IS) + 2 * (3 - LSE_VERY), 3.5 - LSE_IS
+    per_item: list = []
+    metrics = score_multiple_choice(scorer, [ITEMS[1]], per_item=per_item)
+    for suffix, (g, w) in {"": (gold, wrong), "_per_token": (gold / 3, wrong), "_per_char": (gold / 14, wrong / 3)}.items():
+        assert metrics[f"correct_prob{suffix}"] == pytest.approx(math.exp(g), rel=1e-4)
+        assert metrics[f"margin{suffix}"] == pytest.approx(math.exp(g) - math.exp(w), rel=1e-4)
+        assert metrics[f"total_prob{suffix}"] == pytest.approx(math.exp(g) + math.exp(w), rel=1e-4)
+        assert metrics[f"norm_correct_prob{suffix}"] == pytest.approx(math.exp(g) / (math.exp(g) + math.exp(w)), rel=1e-4)
+        assert metrics[f"correct_logprob{suffix}"] == pytest.approx(g, abs=1e-4)
+    # raw: the gold answer is less likely (margin < 0); per char it is the more likely one (margin > 0),
+    # as acc and acc_norm disagree on this item.
+    assert metrics["margin"] < 0 < metrics["margin_per_char"]
+    assert per_item[0]["acc"] == 0.0 and per_item[0]["acc_norm"] == 1.0
+    # Over the three items: means of the per-item values.
+    rows: list = []
+    three = score_multiple_choice(scorer, ITEMS, per_item=rows)
+    assert three["norm_correct_prob_per_char"] == pytest.approx(sum(r["norm_correct_prob_per_char"] for r in rows) / 3)
+    assert all(0 < r["norm_correct_prob"] < 1 and -1 < r["margin"] < 1 for r in rows)
+
+
 def test_results_do_not_depend_on_batch_size(word_tokenizer, bigram_model):
     model = bigram_model(LOGITS)
     a = score_multiple_choice(LMScorer(model, word_tokenizer, batch_size=1), ITEMS)

@@ -18,11 +18,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer
 
 from curation.evaluation.config import EvalConfig, parse_eval_config
-from curation.evaluation.scoring import LMScorer, score_generation, score_multiple_choice
+from curation.evaluation.scoring import CONTINUOUS_METRICS, LMScorer, score_generation, score_multiple_choice
 from curation.evaluation.tasks import ABILITIES, Task, TaskUnavailable, load_task
 from curation.lm.model import CausalLM
 
@@ -33,7 +34,7 @@ class TaskResult:
     ability: str
     in_paper: bool
     primary_metric: str  # the metric averaged into the ability score
-    metrics: dict[str, float]  # acc / acc_norm / exact_match, and chance
+    metrics: dict[str, float]  # acc / acc_norm / exact_match, the continuous metrics, item SEs, chance
     n_items: int  # items scored
     n_total: int  # items in the shipped split
     seconds: float
@@ -58,6 +59,12 @@ class EvalReport:
                 flat[f"{result.name}_{metric}"] = value
         flat.update(self.abilities)
         flat["average"] = self.average
+        # The continuous metrics averaged over the multiple-choice tasks (``mc_<metric>``): the rows that
+        # DataDecide finds rank corpora at small scale where accuracy cannot.
+        mc = [r for r in self.tasks.values() if "correct_prob" in r.metrics]
+        for metric in CONTINUOUS_METRICS:
+            if mc:
+                flat[f"mc_{metric}"] = float(np.mean([r.metrics[metric] for r in mc]))
         return flat
 
     def rows(self) -> list[dict[str, Any]]:
@@ -75,7 +82,11 @@ class EvalReport:
 def evaluate_task(scorer: LMScorer, task: Task, max_new_tokens: int = 16) -> TaskResult:
     t0 = time.perf_counter()
     if task.spec.kind == "multiple_choice":
-        metrics = score_multiple_choice(scorer, task.items)
+        rows: list[dict[str, float]] = []
+        metrics = score_multiple_choice(scorer, task.items, per_item=rows)
+        for key in SE_METRICS:  # standard error of the mean over items (sample sd / sqrt(n))
+            values = np.array([r[key] for r in rows], dtype=float)
+            metrics[f"{key}_se"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
     else:
         metrics = score_generation(scorer, task.items, max_new_tokens)
     return TaskResult(
@@ -88,6 +99,11 @@ def evaluate_task(scorer: LMScorer, task: Task, max_new_tokens: int = 16) -> Tas
         n_total=task.n_total,
         seconds=time.perf_counter() - t0,
     )
+
+
+# Metrics whose item-level standard error is reported beside them (``<task>_<metric>_se``).
+SE_METRICS = ("acc", "acc_norm", "correct_prob_per_char", "norm_correct_prob_per_char", "margin_per_char",
+              "correct_logprob_per_char")
 
 
 def summarize(results: dict[str, TaskResult]) -> tuple[dict[str, float], float]:

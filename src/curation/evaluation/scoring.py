@@ -18,7 +18,10 @@ follow an EOS (:mod:`curation.lm.packing`); lm-eval adds it only to empty contex
 
 Metrics (lm-eval 0.4 definitions): ``acc`` = argmax of the log-likelihoods is
 the gold choice; ``acc_norm`` = argmax of log-likelihood divided by the
-choice's length in characters; ``exact_match`` = the greedy answer, cut at the
+choice's length in characters; beside them DataDecide's continuous metrics
+(:data:`CONTINUOUS_METRICS`: the correct answer's probability, its margin over
+the best wrong answer, its share of the choices' mass, the mass itself, raw /
+per token / per character); ``exact_match`` = the greedy answer, cut at the
 first stop string, equals one of the gold answers after SQuAD normalisation
 (lowercase, no punctuation, no articles a/an/the, single spaces).
 """
@@ -205,21 +208,73 @@ def normalize_answer(text: str) -> str:
     return " ".join(text.split())
 
 
-def score_multiple_choice(scorer: LMScorer, items: Sequence[MultipleChoiceItem]) -> dict[str, float]:
-    """acc, acc_norm (lm-eval definitions) and the chance level (mean 1/choices) over ``items``."""
-    pairs = [(ctx, cont) for item in items for ctx, cont in zip(item.contexts, item.continuations)]
-    lls = [ll for ll, _ in scorer.loglikelihood(pairs)]
-    acc = acc_norm = chance = 0.0
+# Continuous metrics of a multiple-choice item, after DataDecide (Magnusson et al., 2025, Sec. 3 "Performance
+# evaluation": CORRECT PROB, MARGIN, NORM CORRECT PROB, TOTAL PROB), each in three normalisations as its public
+# analysis code computes them: raw (the sum of the choice's token log-probabilities), per token (divided by the
+# choice's token count) and per char (divided by its character count, the length lm-eval's acc_norm uses).
+CONTINUOUS_METRICS = tuple(
+    f"{name}{suffix}"
+    for name in ("correct_prob", "margin", "norm_correct_prob", "total_prob", "correct_logprob")
+    for suffix in ("", "_per_token", "_per_char")
+)
+
+
+def _logsumexp(values: np.ndarray) -> float:
+    top = float(np.max(values))
+    return top + float(np.log(np.sum(np.exp(values - top))))
+
+
+def continuous_item_metrics(lls: np.ndarray, n_tokens: np.ndarray, n_chars: np.ndarray, label: int) -> dict[str, float]:
+    """DataDecide's continuous metrics of one item from its choices' summed log-likelihoods ``lls``.
+
+    For each normalisation ``x`` (raw ll, ll / tokens, ll / chars): ``correct_prob`` = exp(x_gold);
+    ``margin`` = exp(x_gold) - max over wrong choices of exp(x_wrong); ``total_prob`` = sum_i exp(x_i);
+    ``norm_correct_prob`` = exp(x_gold) / total_prob (a softmax over the choices); and, for a tiny
+    model whose raw probabilities underflow, ``correct_logprob`` = x_gold itself (log space).
+    """
+    out: dict[str, float] = {}
+    scaled = {"": lls, "_per_token": lls / np.maximum(n_tokens, 1), "_per_char": lls / np.maximum(n_chars, 1)}
+    for suffix, x in scaled.items():
+        gold = float(x[label])
+        wrong = np.delete(x, label)
+        total = _logsumexp(x)
+        out[f"correct_prob{suffix}"] = float(np.exp(gold))
+        out[f"margin{suffix}"] = float(np.exp(gold) - np.exp(np.max(wrong))) if wrong.size else float("nan")
+        out[f"total_prob{suffix}"] = float(np.exp(total))
+        out[f"norm_correct_prob{suffix}"] = float(np.exp(gold - total))
+        out[f"correct_logprob{suffix}"] = gold
+    return out
+
+
+def score_multiple_choice(scorer: LMScorer, items: Sequence[MultipleChoiceItem],
+                          per_item: Optional[list] = None) -> dict[str, float]:
+    """acc, acc_norm (lm-eval definitions), the continuous metrics of :func:`continuous_item_metrics`
+    (means over items) and the chance level (mean 1/choices) over ``items``.
+
+    per_item: if given, each item's metrics are appended to it (for standard errors over items).
+    """
+    encoded = [scorer.encode_pair(ctx, cont) for item in items for ctx, cont in zip(item.contexts, item.continuations)]
+    lls = [ll for ll, _ in scorer.score_tokens(encoded)]
+    totals = dict.fromkeys(("acc", "acc_norm", "chance", *CONTINUOUS_METRICS), 0.0)
     pos = 0
     for item in items:
         k = len(item.continuations)
         ll = np.array(lls[pos : pos + k])
+        n_tokens = np.array([len(cont) for _, cont in encoded[pos : pos + k]], dtype=float)
         pos += k
-        acc += float(np.argmax(ll) == item.label)  # np.argmax: first of ties, as lm-eval
-        acc_norm += float(np.argmax(ll / np.array(item.choice_lengths, dtype=float)) == item.label)
-        chance += 1.0 / k
+        chars = np.array(item.choice_lengths, dtype=float)
+        row = {
+            "acc": float(np.argmax(ll) == item.label),  # np.argmax: first of ties, as lm-eval
+            "acc_norm": float(np.argmax(ll / chars) == item.label),
+            "chance": 1.0 / k,
+            **continuous_item_metrics(ll, n_tokens, chars, item.label),
+        }
+        for key, value in row.items():
+            totals[key] += value
+        if per_item is not None:
+            per_item.append(row)
     n = max(len(items), 1)
-    return {"acc": acc / n, "acc_norm": acc_norm / n, "chance": chance / n}
+    return {key: value / n for key, value in totals.items()}
 
 
 def score_generation(

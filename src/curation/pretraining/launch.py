@@ -482,9 +482,10 @@ def _latest(save_dir: Optional[Path]) -> Optional[dict]:
     return json.loads((save_dir / LATEST_FILE).read_text())
 
 
-def _write_latest(save_dir: Path, iteration: int, name: str, fmt: str, args: argparse.Namespace) -> None:
+def _write_latest(save_dir: Path, iteration: int, name: str, fmt: str, args: argparse.Namespace,
+                  optimizer: bool = True) -> None:
     """``latest.json`` last, so a killed save leaves the previous checkpoint as the latest."""
-    meta = {"iteration": iteration, "dir": name, "format": fmt, "model": args.model,
+    meta = {"iteration": iteration, "dir": name, "format": fmt, "optimizer": optimizer, "model": args.model,
             "num_layers": getattr(args, "num_layers", None), "tokenizer": str(Path(args.tokenizer).resolve())}
     tmp = save_dir / f".{LATEST_FILE}.tmp"
     tmp.write_text(json.dumps(meta))
@@ -686,11 +687,21 @@ def _train_cuda(args: argparse.Namespace) -> None:
         if latest.get("format", "dist") != "dist":
             raise SystemExit(f"{save_dir} holds a {latest.get('format')!r} checkpoint (CPU run); "
                              "start a new --save folder")
-        state = dist_checkpointing.load(model.module.sharded_state_dict(prefix=""), str(save_dir / latest["dir"]))
-        model.module.load_state_dict(state)
+        folder = str(save_dir / latest["dir"])
+        if latest.get("optimizer"):
+            model_state = model.module.sharded_state_dict(prefix="")
+            state = dist_checkpointing.load(
+                {"model": model_state, "optimizer": optimizer.sharded_state_dict(model_state, is_loading=True)},
+                folder)
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            restored = "model weights and optimizer state"
+        else:  # a checkpoint of weights only
+            model.module.load_state_dict(dist_checkpointing.load(model.module.sharded_state_dict(prefix=""), folder))
+            restored = "model weights only; optimizer moments restart"
         start_iter = latest["iteration"]
         scheduler.step(start_iter * gbs)
-        say(f"resumed from iteration {start_iter} (model weights; optimizer moments restart)")
+        say(f"resumed from iteration {start_iter} ({restored})")
         if rank == 0:
             _log(log_path, {"resumed_from": start_iter})
 
@@ -703,7 +714,8 @@ def _train_cuda(args: argparse.Namespace) -> None:
         losses = output_tensor.float().view(-1)
         mask = loss_mask.view(-1).float()
         loss = torch.sum(losses * mask) / mask.sum()
-        return loss, {"lm loss": loss.detach()}
+        # A copy: the schedule divides the returned loss in place by the number of micro-batches.
+        return loss, {"lm loss": loss.detach().clone()}
 
     def forward_step(data_iterator, module):
         batch = {k: v.cuda(non_blocking=True) for k, v in next(data_iterator).items()}
@@ -738,9 +750,11 @@ def _train_cuda(args: argparse.Namespace) -> None:
         if save_dir is not None and ((iteration + 1) % args.save_interval == 0 or iteration + 1 == plan.train_iters):
             name = f"iter_{iteration + 1:07d}"
             (save_dir / name).mkdir(exist_ok=True)
-            dist_checkpointing.save(model.module.sharded_state_dict(prefix=""), str(save_dir / name))
+            model_state = model.module.sharded_state_dict(prefix="")
+            dist_checkpointing.save({"model": model_state, "optimizer": optimizer.sharded_state_dict(model_state)},
+                                    str(save_dir / name))
             if rank == 0:
-                _write_latest(save_dir, iteration + 1, name, "dist", args)
+                _write_latest(save_dir, iteration + 1, name, "dist", args, optimizer=True)
             dist.barrier()
     dist.destroy_process_group()
 
@@ -824,8 +838,10 @@ def load_megatron_state(save_dir: str | Path, iteration: Optional[int] = None) -
     from curation.pretraining.megatron import build_model
 
     model = build_model(meta["model"], device="cpu", **_model_overrides(argparse.Namespace(**meta)))
-    state = dist_checkpointing.load(model.sharded_state_dict(prefix=""), str(folder))
-    model.load_state_dict(state)
+    wanted = model.sharded_state_dict(prefix="")
+    # Checkpoints with the optimizer keep the model under "model"; the optimizer's entries are left unread.
+    state = dist_checkpointing.load({"model": wanted} if meta.get("optimizer") else wanted, str(folder))
+    model.load_state_dict(state["model"] if meta.get("optimizer") else state)
     return model.state_dict(), meta
 
 
@@ -861,12 +877,14 @@ def export(save_dir: str | Path, output: str | Path, tokenizer_path: Optional[st
             _ensure_rng_tracker()
             reference = build_model(meta["model"], device="cpu", **overrides)
             reference.load_state_dict(state)
-            reference.eval().float()
+            # Megatron's forward puts its RoPE tables on the current CUDA device when there is one.
+            where = "cuda" if torch.cuda.is_available() else "cpu"
+            reference.eval().float().to(where)
             tokens = torch.randint(0, config.vocab_size, (1, check_tokens), generator=torch.Generator().manual_seed(0))
             positions = torch.arange(check_tokens)[None]
             causal = torch.triu(torch.ones(1, 1, check_tokens, check_tokens, dtype=torch.bool), diagonal=1)
             with torch.no_grad():
-                theirs = reference(tokens, positions, causal).float()  # (b, s, vocab)
+                theirs = reference(tokens.to(where), positions.to(where), causal.to(where)).float().cpu()
                 ours = model(tokens).logits.float()
         diff, scale = float((theirs - ours).abs().max()), float(theirs.abs().max())
         if not diff <= 1e-3 * max(scale, 1.0):
