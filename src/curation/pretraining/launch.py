@@ -500,6 +500,9 @@ def _log(path: Optional[Path], record: dict) -> None:
 
 
 LATEST_FILE = "latest.json"
+# megatron-core 0.16.1's default distributed-optimizer layout (fully_sharded_model_space) is deprecated and its
+# save fails ("ShardedTensor.flattened_range is not supported"); dp_reshardable saves each rank's buffers.
+OPTIMIZER_SHARDING = {"distrib_optim_sharding_type": "dp_reshardable"}
 LOG_FILE = "train_log.jsonl"
 
 
@@ -691,7 +694,7 @@ def _train_cuda(args: argparse.Namespace) -> None:
         if latest.get("optimizer"):
             model_state = model.module.sharded_state_dict(prefix="")
             state = dist_checkpointing.load(
-                {"model": model_state, "optimizer": optimizer.sharded_state_dict(model_state, is_loading=True)},
+                {"model": model_state, "optimizer": optimizer.sharded_state_dict(model_state, is_loading=True, metadata=OPTIMIZER_SHARDING)},
                 folder)
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
@@ -751,10 +754,12 @@ def _train_cuda(args: argparse.Namespace) -> None:
             name = f"iter_{iteration + 1:07d}"
             (save_dir / name).mkdir(exist_ok=True)
             model_state = model.module.sharded_state_dict(prefix="")
-            dist_checkpointing.save({"model": model_state, "optimizer": optimizer.sharded_state_dict(model_state)},
-                                    str(save_dir / name))
+            if args.save_optimizer:
+                model_state = {"model": model_state,
+                               "optimizer": optimizer.sharded_state_dict(model_state, metadata=OPTIMIZER_SHARDING)}
+            dist_checkpointing.save(model_state, str(save_dir / name))
             if rank == 0:
-                _write_latest(save_dir, iteration + 1, name, "dist", args, optimizer=True)
+                _write_latest(save_dir, iteration + 1, name, "dist", args, optimizer=args.save_optimizer)
             dist.barrier()
     dist.destroy_process_group()
 
@@ -975,6 +980,9 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--save", help="checkpoint folder (megatron dist_checkpointing); resumes from it")
     t.add_argument("--save-interval", type=int, default=1000)
+    t.add_argument("--save-optimizer", action="store_true",
+                   help="CUDA: also checkpoint the distributed optimizer (fails in megatron-core 0.16.1 on one GPU; "
+                        "without it a resumed run restarts Adam's moments)")
     t.add_argument("--log-interval", type=int, default=10)
     t.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
                    help="cuda (NCCL, Megatron's DDP and optimizer) | cpu (gloo; see _train_cpu) | auto")

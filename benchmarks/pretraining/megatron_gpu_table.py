@@ -1,0 +1,64 @@
+"""Collect the train_log.jsonl files that megatron_gpu.sh brought back into one CSV and a loss plot.
+
+    python benchmarks/pretraining/megatron_gpu_table.py run=<log.jsonl> [run=<log.jsonl> ...]
+
+Each argument is ``<label>=<path>``; a log that holds several attempts (the device's save folder is reused
+while the machine stays warm) is split at each iteration-1 record into ``<label>``, ``<label>.2``, ...
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+OUT = Path(__file__).resolve().parents[1] / "results"
+
+
+def runs(label: str, path: Path) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    current = None
+    for record in map(json.loads, path.read_text().splitlines()):
+        if record.get("iteration") == 1 or current is None:
+            current = label if label not in out else f"{label}.{len(out) + 1}"
+            out[current] = []
+        if "resumed_from" in record:
+            current = f"{label}.resumed"
+            out[current] = []
+            continue
+        out[current].append(record)
+    return out
+
+
+def main(argv: list[str]) -> None:
+    rows = []
+    for arg in argv:
+        label, path = arg.split("=", 1)
+        for name, records in runs(label, Path(path)).items():
+            rows += [{"run": name, **r} for r in records]
+    keys = ["run", "iteration", "lm_loss", "grad_norm", "lr", "tokens_per_s", "max_memory_gib", "device", "world_size"]
+    with (OUT / "megatron_gpu.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name in dict.fromkeys(r["run"] for r in rows):
+        its = [(r["iteration"], r["lm_loss"]) for r in rows if r["run"] == name]
+        ax.plot(*zip(*its), marker="o", ms=3, label=name)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("LM loss (nats/token)")
+    ax.set_title(f"curate-megatron train on {rows[0]['device']}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(OUT / "megatron_gpu.png", dpi=120)
+    print(f"{len(rows)} rows -> {OUT / 'megatron_gpu.csv'}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
