@@ -83,3 +83,19 @@ def test_report_carries_the_paper_rows_and_refuses_foreign_runs():
     assert "table2_abilities" in report.figures and "2 seeds" in report.title
     with pytest.raises(ValueError, match="table2"):
         build_table2(_runs().drop(columns=["params.table2.corpus"]), {}, {})
+
+
+def test_table2_report_makes_pairwise_decisions_on_continuous_metrics():
+    runs = _runs()
+    # edu's correct-answer probability per char beats raw's on both seeds by 0.020 +- 0.001.
+    runs["metrics.mc_correct_prob_per_char"] = [0.100, 0.110, 0.121, 0.129]  # raw0, raw1, edu0, edu1
+    report = build_table2(runs, {}, {})
+    rows = report.decisions.set_index("metric")
+    row = rows.loc["mc_correct_prob_per_char"]
+    assert (row["corpus_a"], row["corpus_b"]) == ("raw", "edu") and row["paired"] and row["seeds"] == 2
+    assert row["mean_diff"] == pytest.approx(-0.020) and row["se"] == pytest.approx(0.001)
+    assert row["decided"] and row["winner"] == "edu"
+    # average: raw (0.6, 0.62 boolq ...) vs edu: seed-paired differences decide or not by their own spread.
+    assert "average" in rows.index and "boolq_acc%" in rows.index
+    assert "table2_decisions" in report.figures
+    assert any("edu beats raw on mc_correct_prob_per_char" in n for n in report.notes)

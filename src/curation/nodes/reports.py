@@ -37,9 +37,10 @@ def collect_runs(report: dict[str, Any], tracking: dict[str, Any]) -> tuple[pd.D
 
 
 def write_report(runs: pd.DataFrame, histories: dict, tables: dict, report: dict[str, Any]
-                 ) -> tuple[str, pd.DataFrame, pd.DataFrame, dict[str, Any], pd.DataFrame]:
+                 ) -> tuple[str, pd.DataFrame, pd.DataFrame, dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """Markdown, the table (this run), the paper's table (empty when the paper gives none), the
-    figures, and the list of runs the report was built from."""
+    figures, the list of runs the report was built from, and the pairwise decisions (a note row
+    where the artefact compares no trained corpora)."""
     name = report["experiment"]
     result = build_report(name, runs, histories, tables)
     scale = report.get("scale_note") or "reduced scale, 2 CPU cores"
@@ -47,4 +48,6 @@ def write_report(runs: pd.DataFrame, histories: dict, tables: dict, report: dict
                     if c in runs]
     return (result.markdown(scale), result.table,
             result.paper if result.paper is not None else pd.DataFrame({"note": ["the paper gives no numbers"]}),
-            result.figures, runs[listing_cols].astype(str))
+            result.figures, runs[listing_cols].astype(str),
+            result.decisions if result.decisions is not None
+            else pd.DataFrame({"note": ["this artefact compares no trained corpora"]}))

@@ -33,6 +33,9 @@ class Report:
     figures: dict[str, Any] = field(default_factory=dict)
     paper: Optional[pd.DataFrame] = None
     notes: list[str] = field(default_factory=list)
+    # Pairwise decisions with standard errors (curation.reporting.decisions), where the artefact compares
+    # trained corpora; empty otherwise.
+    decisions: Optional[pd.DataFrame] = None
 
     def markdown(self, scale_note: str) -> str:
         parts = [f"# {self.title}", "", f"**This run** ({scale_note}):", "", _md(self.table)]

@@ -150,6 +150,51 @@ def _notes(scores: pd.DataFrame, per_seed: pd.DataFrame, table: pd.DataFrame, ru
     return notes
 
 
+# The metrics every Table 2 decision is made on: the paper's accuracy averages (percent) and the continuous
+# likelihood metrics averaged over the multiple-choice tasks (DataDecide), and the held-out loss when logged.
+CONTINUOUS = ("mc_correct_prob_per_char", "mc_norm_correct_prob_per_char", "mc_margin_per_char",
+              "mc_correct_logprob_per_char", "final_val_loss")
+
+
+def decision_values(runs: pd.DataFrame) -> pd.DataFrame:
+    """Long (corpus, seed, metric, value): the ability averages and ``average`` (accuracy, %), each
+    task's primary metric (%) and :data:`CONTINUOUS`, per cell."""
+    scores = task_scores(runs)
+    frames = []
+    if not scores.empty:
+        per_seed = ability_scores(scores).melt(id_vars=["corpus", "seed"], var_name="metric", value_name="value")
+        frames += [per_seed, scores.assign(metric=scores["task"] + "_acc%")[["corpus", "seed", "metric", "value"]]]
+    for metric in CONTINUOUS:
+        column = f"metrics.{metric}"
+        if column in runs:
+            frames.append(pd.DataFrame({"corpus": runs[CORPUS_PARAM], "seed": runs[SEED_PARAM], "metric": metric,
+                                        "value": pd.to_numeric(runs[column], errors="coerce")}))
+    return pd.concat(frames, ignore_index=True).dropna(subset=["value"]) if frames else pd.DataFrame(
+        columns=["corpus", "seed", "metric", "value"])
+
+
+def table2_decisions(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """(pairwise decisions, seed sd per metric, notes) of the Table 2 cells."""
+    from curation.reporting.decisions import decisions, seed_sd
+
+    values = decision_values(runs)
+    corpora = _order(list(dict.fromkeys(values["corpus"])))
+    table = decisions(values, order=corpora)
+    sd = seed_sd(values)
+    headline = [m for m in ("average", *CONTINUOUS) if m in set(values["metric"])]
+    decided = table[table["decided"] & table["metric"].isin(headline)]
+    notes = [f"Decisions (|mean difference| > 2 standard errors over seeds, paired by seed): "
+             f"{len(decided)} of {int(table['metric'].isin(headline).sum())} (pair, metric) comparisons on "
+             f"{', '.join(headline)}."]
+    notes += [r["verdict"] for _, r in decided.iterrows()]
+    if REFERENCE in corpora and "mc_correct_prob_per_char" in headline:
+        undecided = table[(table["metric"] == "mc_correct_prob_per_char") & ~table["decided"]
+                          & ((table["corpus_a"] == REFERENCE) | (table["corpus_b"] == REFERENCE))]
+        for _, r in undecided.iterrows():
+            notes.append(f"No decision vs {REFERENCE}: {r['verdict']}.")
+    return table, sd, notes
+
+
 def _figures(table: pd.DataFrame, histories: Histories, runs: pd.DataFrame) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
@@ -201,8 +246,18 @@ def build_table2(runs: pd.DataFrame, histories: Histories, tables: Tables) -> Re
         f"{row['task']}: " + ", ".join(f"{c} {row[c]:.1f}" for c in per_task.columns[2:] if pd.notna(row[c]))
         for _, row in per_task.iterrows())]
     n_seeds = int(runs[SEED_PARAM].nunique())
+    decided, sd, decision_notes = table2_decisions(runs)
+    figures = _figures(table, histories, runs)
+    if not decided.empty and REFERENCE in set(decided["corpus_a"]) | set(decided["corpus_b"]):
+        from curation.reporting.decisions import heatmap
+
+        shown = [m for m in ("average", *ABILITIES, *CONTINUOUS) if m in set(decided["metric"])]
+        figures["table2_decisions"] = heatmap(decided, REFERENCE, shown, "Table 2 (tiny): corpus - raw")
+    sd_line = ["Seed sd per metric (mean over corpora): " + "; ".join(
+        f"{r['metric']} {r['sd_mean']:.3g}" for _, r in sd.iterrows()
+        if r["metric"] in ("average", *CONTINUOUS))]
     return Report(f"DATAMASK Table 2 at tiny scale (tiny LM, equal token budgets, {n_seeds} seeds)", table.round(2),
-                  _figures(table, histories, runs), PAPER, notes + task_lines)
+                  figures, PAPER, notes + decision_notes + sd_line + task_lines, decisions=decided)
 
 
 ARTEFACTS = {NAME: Artefact("DATAMASK Table 2 (tiny)", build_table2, ("loss",))}

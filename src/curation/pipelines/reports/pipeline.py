@@ -13,7 +13,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                  name="collect_runs_node"),
             Node(write_report, inputs=["report_runs", "report_histories", "report_tables", "params:report"],
                  outputs=["report_markdown", "report_table", "report_paper_table", "report_plots",
-                          "report_runs_table"],
+                          "report_runs_table", "report_decisions_table"],
                  name="write_report_node"),
         ]
     )

@@ -1,0 +1,171 @@
+"""Decisions, not numbers: which corpus trains the better model, per metric, with standard errors.
+
+For every pair of corpora and every metric, :func:`decisions` takes the
+per-seed values of both, and reports the mean difference, its standard error
+over seeds, the seed-level agreement and a verdict only where the difference
+exceeds two standard errors; otherwise "no decision". This is the reading
+DataDecide (Magnusson et al., ICML 2025, Sec. 3-4) makes of small-scale runs:
+a ranking is a set of pairwise decisions, and the continuous likelihood
+metrics decide pairs that accuracy at the same scale leaves to noise.
+
+Paired or not: when both corpora were trained with the same seeds (the same
+initialisation and data order seed, as the Table 2 sweep does), the
+difference is taken seed by seed and its standard error is ``sd(d) / sqrt(n)``
+(a paired comparison: the seed's own luck cancels). Otherwise the two means
+are compared with Welch's standard error ``sqrt(s_a^2 / n_a + s_b^2 / n_b)``.
+Agreement is the share of seeds whose difference has the sign of the mean
+(paired) or, unpaired, the share of (seed of a, seed of b) pairs ordered as
+the means are. A verdict needs at least 2 seeds on each side.
+
+No Kedro or MLflow here: the Table 2, Ultra-FineWeb and Meta-rater reports
+call it on the runs they fetched.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+# Metrics where lower is better (losses); every other metric is higher-is-better.
+LOWER_IS_BETTER_SUFFIXES = ("loss", "bits_per_byte", "nats_per_token", "perplexity")
+DECIDE_AT_SE = 2.0  # a decision needs |mean difference| > 2 standard errors
+
+
+def higher_is_better(metric: str) -> bool:
+    return not metric.endswith(LOWER_IS_BETTER_SUFFIXES)
+
+
+def _pair(a: pd.Series, b: pd.Series) -> tuple[float, float, int, float, bool]:
+    """(mean diff a - b, its se, seeds, agreement, paired) from per-seed values indexed by seed."""
+    common = a.index.intersection(b.index)
+    if len(common) >= 2 and len(common) == len(a) == len(b):
+        d = (a.loc[common] - b.loc[common]).astype(float)
+        mean = float(d.mean())
+        se = float(d.std(ddof=1) / np.sqrt(len(d)))
+        agree = float(np.mean(np.sign(d) == np.sign(mean))) if mean != 0 else 0.0
+        return mean, se, len(d), agree, True
+    mean = float(a.mean() - b.mean())
+    if len(a) < 2 or len(b) < 2:
+        return mean, float("nan"), min(len(a), len(b)), float("nan"), False
+    se = float(np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)))
+    grid = np.subtract.outer(a.to_numpy(float), b.to_numpy(float))
+    agree = float(np.mean(np.sign(grid) == np.sign(mean))) if mean != 0 else 0.0
+    return mean, se, min(len(a), len(b)), agree, False
+
+
+def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, order: Optional[Sequence[str]] = None,
+              labels: Optional[Mapping[str, str]] = None) -> pd.DataFrame:
+    """One row per (pair of corpora, metric).
+
+    values: long frame with columns ``corpus``, ``seed``, ``metric``, ``value`` (one value per
+        corpus, seed and metric; duplicates are averaged).
+    metrics: which metrics (default: all, in order of appearance); order: corpus order (pairs are
+        (earlier, later)); labels: readable metric names for the verdicts.
+
+    Columns: corpus_a, corpus_b, metric, mean_a, mean_b, mean_diff (a - b), se, seeds, paired,
+    agreement, decided, winner, verdict.
+    """
+    frame = values.groupby(["corpus", "seed", "metric"], as_index=False)["value"].mean()
+    metrics = list(metrics) if metrics is not None else list(dict.fromkeys(frame["metric"]))
+    corpora = list(dict.fromkeys(frame["corpus"]))
+    if order is not None:
+        corpora = [c for c in order if c in corpora] + [c for c in corpora if c not in order]
+    rows = []
+    for metric in metrics:
+        per = frame[frame["metric"] == metric]
+        series = {c: per[per["corpus"] == c].set_index("seed")["value"] for c in corpora}
+        for a, b in combinations(corpora, 2):
+            sa, sb = series[a].dropna(), series[b].dropna()
+            if sa.empty or sb.empty:
+                continue
+            mean, se, n, agree, paired = _pair(sa, sb)
+            decided = bool(np.isfinite(se) and n >= 2 and abs(mean) > DECIDE_AT_SE * se and mean != 0)
+            better_a = (mean > 0) == higher_is_better(metric)
+            winner = (a if better_a else b) if decided else ""
+            name = (labels or {}).get(metric, metric)
+            if decided:
+                loser = b if winner == a else a
+                verdict = f"{winner} beats {loser} on {name} by {abs(mean):.4g} ± {se:.2g}"
+            else:
+                verdict = (f"no decision on {name}: {mean:+.4g} ± {se:.2g}" if np.isfinite(se)
+                           else f"no decision on {name}: fewer than 2 seeds")
+            rows.append({"corpus_a": a, "corpus_b": b, "metric": metric, "mean_a": float(sa.mean()),
+                         "mean_b": float(sb.mean()), "mean_diff": mean, "se": se, "seeds": n, "paired": paired,
+                         "agreement": agree, "decided": decided, "winner": winner, "verdict": verdict})
+    columns = ["corpus_a", "corpus_b", "metric", "mean_a", "mean_b", "mean_diff", "se", "seeds", "paired",
+               "agreement", "decided", "winner", "verdict"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def seed_sd(values: pd.DataFrame) -> pd.DataFrame:
+    """Seed-to-seed standard deviation of each metric within each corpus, and its mean over corpora
+    (the noise a difference must beat): columns metric, sd_mean, sd_max, corpora, seeds."""
+    sd = values.groupby(["metric", "corpus"])["value"].agg(["std", "count"]).reset_index()
+    out = sd.groupby("metric").agg(sd_mean=("std", "mean"), sd_max=("std", "max"), corpora=("corpus", "nunique"),
+                                   seeds=("count", "min"))
+    return out.reset_index()
+
+
+def seeds_needed(diff: float, sd_of_difference: float, z: float = DECIDE_AT_SE) -> int:
+    """Seeds n for which a true difference ``diff`` clears ``z`` standard errors, se = sd / sqrt(n)."""
+    if not np.isfinite(diff) or diff == 0 or not np.isfinite(sd_of_difference):
+        return -1
+    return int(np.ceil((z * sd_of_difference / abs(diff)) ** 2))
+
+
+def against(table: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """The rows of ``table`` that compare a corpus with ``reference``, as (corpus, metric, diff vs reference,
+    se, decided): the difference is corpus - reference whichever side of the pair it was on."""
+    rows = []
+    for _, r in table.iterrows():
+        if reference not in (r["corpus_a"], r["corpus_b"]):
+            continue
+        sign = -1.0 if r["corpus_a"] == reference else 1.0
+        corpus = r["corpus_b"] if r["corpus_a"] == reference else r["corpus_a"]
+        rows.append({"corpus": corpus, "metric": r["metric"], "diff": sign * r["mean_diff"], "se": r["se"],
+                     "decided": bool(r["decided"])})
+    return pd.DataFrame(rows, columns=["corpus", "metric", "diff", "se", "decided"])
+
+
+def heatmap(table: pd.DataFrame, reference: str, metrics: Optional[Iterable[str]] = None,
+            title: str = "difference vs reference, in standard errors"):
+    """Corpora x metrics heat map of (corpus - reference) / se, hatched where undecided (|z| <= 2).
+
+    Colour is the signed z-score with "better" positive (losses flipped), so one colour scale
+    reads across metrics of different units; each cell prints the raw difference.
+    """
+    import matplotlib.pyplot as plt
+
+    vs = against(table, reference)
+    metrics = list(metrics) if metrics is not None else list(dict.fromkeys(vs["metric"]))
+    corpora = list(dict.fromkeys(vs["corpus"]))
+    z = np.full((len(corpora), len(metrics)), np.nan)
+    raw = np.full_like(z, np.nan)
+    decided = np.zeros_like(z, dtype=bool)
+    for _, r in vs.iterrows():
+        if r["metric"] not in metrics:
+            continue
+        i, j = corpora.index(r["corpus"]), metrics.index(r["metric"])
+        better = r["diff"] if higher_is_better(r["metric"]) else -r["diff"]
+        z[i, j] = better / r["se"] if r["se"] and np.isfinite(r["se"]) else np.nan
+        raw[i, j], decided[i, j] = r["diff"], r["decided"]
+    fig, ax = plt.subplots(figsize=(1.1 * len(metrics) + 2.5, 0.5 * len(corpora) + 1.8))
+    limit = max(4.0, float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 4.0)
+    image = ax.imshow(np.clip(z, -limit, limit), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    for i in range(len(corpora)):
+        for j in range(len(metrics)):
+            if np.isnan(z[i, j]):
+                continue
+            if not decided[i, j]:
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="0.5",
+                                           linewidth=0))
+            ax.text(j, i, f"{raw[i, j]:+.3g}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(metrics)), metrics, rotation=40, ha="right", fontsize=7)
+    ax.set_yticks(range(len(corpora)), corpora, fontsize=8)
+    ax.set_title(f"{title} (vs {reference}; hatched: no decision)", fontsize=9)
+    fig.colorbar(image, ax=ax, label="z = better-direction diff / se", shrink=0.8)
+    fig.tight_layout()
+    return fig

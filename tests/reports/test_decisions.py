@@ -1,0 +1,63 @@
+"""Pairwise decisions with standard errors over seeds (curation.reporting.decisions)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from curation.reporting.decisions import against, decisions, heatmap, seed_sd, seeds_needed
+
+
+def _long(data: dict[str, dict[str, list[float]]], seeds=None) -> pd.DataFrame:
+    rows = []
+    for corpus, metrics in data.items():
+        for metric, values in metrics.items():
+            for i, v in enumerate(values):
+                rows.append({"corpus": corpus, "seed": (seeds or {}).get(corpus, range(len(values)))[i],
+                             "metric": metric, "value": v})
+    return pd.DataFrame(rows)
+
+
+def test_paired_seeds_give_the_paired_standard_error_and_a_verdict():
+    # Seed effects are large (+-1) but shared: the paired differences are 0.30, 0.32, 0.28.
+    values = _long({"datamask": {"acc": [1.30, 2.32, 0.28]}, "random": {"acc": [1.0, 2.0, 0.0]}})
+    row = decisions(values).iloc[0]
+    d = np.array([0.30, 0.32, 0.28])
+    assert row["paired"] and row["seeds"] == 3
+    assert row["mean_diff"] == pytest.approx(d.mean())
+    assert row["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(3))
+    assert row["decided"] and row["winner"] == "datamask" and row["agreement"] == 1.0
+    assert row["verdict"].startswith("datamask beats random on acc by 0.3")
+
+
+def test_unpaired_seeds_use_welch_and_noise_is_no_decision():
+    values = _long({"a": {"acc": [0.50, 0.52, 0.48]}, "b": {"acc": [0.49, 0.53, 0.47, 0.51]}},
+                   seeds={"a": [0, 1, 2], "b": [10, 11, 12, 13]})
+    row = decisions(values).iloc[0]
+    a, b = np.array([0.50, 0.52, 0.48]), np.array([0.49, 0.53, 0.47, 0.51])
+    assert not row["paired"]
+    assert row["se"] == pytest.approx(np.sqrt(a.var(ddof=1) / 3 + b.var(ddof=1) / 4))
+    assert not row["decided"] and row["winner"] == "" and row["verdict"].startswith("no decision on acc")
+
+
+def test_losses_are_lower_is_better_and_one_seed_decides_nothing():
+    values = _long({"edu": {"val_loss": [3.0, 3.1, 2.9]}, "raw": {"val_loss": [3.5, 3.6, 3.4]}})
+    row = decisions(values, order=["raw", "edu"]).iloc[0]
+    assert (row["corpus_a"], row["corpus_b"]) == ("raw", "edu")
+    assert row["decided"] and row["winner"] == "edu"  # the lower loss wins
+    single = decisions(_long({"x": {"acc": [0.9]}, "y": {"acc": [0.1]}})).iloc[0]
+    assert not single["decided"] and "fewer than 2 seeds" in single["verdict"]
+
+
+def test_against_reference_signs_seed_sd_and_seeds_needed():
+    values = _long({"random": {"acc": [0.1, 0.2, 0.3]}, "topk": {"acc": [0.4, 0.5, 0.6]},
+                    "dsir": {"acc": [0.0, 0.1, 0.2]}})
+    table = decisions(values, order=["random", "topk", "dsir"])
+    vs = against(table, "random").set_index("corpus")
+    assert vs.loc["topk", "diff"] == pytest.approx(0.3) and vs.loc["dsir", "diff"] == pytest.approx(-0.1)
+    sd = seed_sd(values).set_index("metric")
+    assert sd.loc["acc", "sd_mean"] == pytest.approx(0.1) and sd.loc["acc", "seeds"] == 3
+    assert seeds_needed(0.1, 0.2) == 16  # (2 * 0.2 / 0.1)^2
+    fig = heatmap(table, "random")
+    assert len(fig.axes[0].patches) == 0 or all(p.get_hatch() == "///" for p in fig.axes[0].patches)
