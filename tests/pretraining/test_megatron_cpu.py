@@ -98,6 +98,16 @@ def test_exported_checkpoint_is_scored_by_the_evaluation(runs):
     scorer = LMScorer(model, tokenizer)
     (good, _), (bad, _) = scorer.loglikelihood([("The", " the"), ("The", " zqxv")])
     assert good > bad  # a trained model prefers a common word to a junk string
+    # --versioned writes the layout of the versioned lm_checkpoint dataset: pipeline=evaluate loads it.
+    from curation.datasets import LMCheckpointDataset
+    from curation.pretraining.launch import export
+
+    written = export(root / "dense", root / "catalog" / "lm_checkpoint", versioned=True, check_tokens=0)
+    from kedro.io.core import Version
+
+    loaded = LMCheckpointDataset(filepath=str(root / "catalog" / "lm_checkpoint"), version=Version(None, None)).load()
+    assert written["output"].endswith("/lm_checkpoint") and loaded.model.config.n_layer == 2
+    assert loaded.model.embed_tokens.weight.equal(model.embed_tokens.weight)
 
 
 @pytest.mark.slow

@@ -898,9 +898,12 @@ def export(save_dir: str | Path, output: str | Path, tokenizer_path: Optional[st
 
     output = Path(output)
     if versioned:
-        from kedro.io.core import generate_timestamp
+        from datetime import datetime, timezone
 
-        output = output / generate_timestamp() / output.name
+        # The version folder name of a Kedro versioned dataset (kedro.io.core.generate_timestamp's format:
+        # milliseconds, UTC), written without importing Kedro into the core.
+        stamp = datetime.now(tz=timezone.utc).strftime("%Y-%m-%dT%H.%M.%S.%fZ")
+        output = output / (stamp[:-4] + stamp[-1:]) / output.name
     tok = Path(tokenizer_path or meta["tokenizer"])
     tmp = output.with_name(f".{output.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
