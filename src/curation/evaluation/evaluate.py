@@ -23,7 +23,13 @@ import torch
 from tokenizers import Tokenizer
 
 from curation.evaluation.config import EvalConfig, parse_eval_config
-from curation.evaluation.scoring import CONTINUOUS_METRICS, LMScorer, score_generation, score_multiple_choice
+from curation.evaluation.scoring import (
+    CONTINUOUS_METRICS,
+    LMScorer,
+    gold_text_loss,
+    score_generation,
+    score_multiple_choice,
+)
 from curation.evaluation.tasks import ABILITIES, Task, TaskUnavailable, load_task
 from curation.lm.model import CausalLM
 
@@ -65,6 +71,10 @@ class EvalReport:
         for metric in CONTINUOUS_METRICS:
             if mc:
                 flat[f"mc_{metric}"] = float(np.mean([r.metrics[metric] for r in mc]))
+        ref = [r for r in self.tasks.values() if "ref_bits_per_byte" in r.metrics]
+        for metric in ("ref_nats_per_token", "ref_bits_per_byte"):  # the reference set: every task's gold text
+            if ref:
+                flat[metric] = float(np.mean([r.metrics[metric] for r in ref]))
         return flat
 
     def rows(self) -> list[dict[str, Any]]:
@@ -79,7 +89,7 @@ class EvalReport:
         return rows
 
 
-def evaluate_task(scorer: LMScorer, task: Task, max_new_tokens: int = 16) -> TaskResult:
+def evaluate_task(scorer: LMScorer, task: Task, max_new_tokens: int = 16, reference_loss: bool = True) -> TaskResult:
     t0 = time.perf_counter()
     if task.spec.kind == "multiple_choice":
         rows: list[dict[str, float]] = []
@@ -89,6 +99,8 @@ def evaluate_task(scorer: LMScorer, task: Task, max_new_tokens: int = 16) -> Tas
             metrics[f"{key}_se"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
     else:
         metrics = score_generation(scorer, task.items, max_new_tokens)
+    if reference_loss:
+        metrics.update(gold_text_loss(scorer, task.items))
     return TaskResult(
         name=task.name,
         ability=task.spec.ability,
@@ -134,7 +146,7 @@ def evaluate(
         except TaskUnavailable as exc:
             report.unavailable[name] = str(exc)
             continue
-        result = evaluate_task(scorer, task, cfg.max_new_tokens)
+        result = evaluate_task(scorer, task, cfg.max_new_tokens, cfg.reference_loss)
         report.tasks[name] = result
         if on_task is not None:
             on_task(result)

@@ -277,6 +277,27 @@ def score_multiple_choice(scorer: LMScorer, items: Sequence[MultipleChoiceItem],
     return {key: value / n for key, value in totals.items()}
 
 
+def gold_text_loss(scorer: LMScorer, items: Sequence[MultipleChoiceItem | GenerationItem]) -> dict[str, float]:
+    """Held-out loss on a task's gold text: each item's prompt followed by its correct answer.
+
+    The texts come from the evaluation package, so they are never a selection candidate nor a rater's
+    training row (the reference set of issue #21, chosen before any result: docs/pretraining.md).
+    ``ref_nats_per_token`` = -sum log p / tokens (this tokenizer's units); ``ref_bits_per_byte`` =
+    -sum log p / ln 2 / UTF-8 bytes, which compares models with different tokenizers.
+    """
+    texts = []
+    for item in items:
+        if isinstance(item, MultipleChoiceItem):
+            texts.append(item.contexts[item.label] + item.continuations[item.label])
+        else:
+            texts.append(f"{item.prompt} {item.answers[0]}" if item.answers else item.prompt)
+    lls = scorer.loglikelihood_rolling(texts)
+    tokens = sum(len(scorer.encode(t)) for t in texts)
+    n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    nats = -float(sum(lls))
+    return {"ref_nats_per_token": nats / max(tokens, 1), "ref_bits_per_byte": nats / np.log(2) / max(n_bytes, 1)}
+
+
 def score_generation(
     scorer: LMScorer, items: Sequence[GenerationItem], max_new_tokens: int = 16
 ) -> dict[str, float]:

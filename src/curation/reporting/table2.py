@@ -153,7 +153,7 @@ def _notes(scores: pd.DataFrame, per_seed: pd.DataFrame, table: pd.DataFrame, ru
 # The metrics every Table 2 decision is made on: the paper's accuracy averages (percent) and the continuous
 # likelihood metrics averaged over the multiple-choice tasks (DataDecide), and the held-out loss when logged.
 CONTINUOUS = ("mc_correct_prob_per_char", "mc_norm_correct_prob_per_char", "mc_margin_per_char",
-              "mc_correct_logprob_per_char", "final_val_loss")
+              "mc_correct_logprob_per_char", "ref_bits_per_byte", "final_val_loss")
 
 
 def decision_values(runs: pd.DataFrame) -> pd.DataFrame:
