@@ -8,19 +8,28 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from curation.selection.objectives import Objective
+from curation.selection.objectives import DISF_EPS, Objective
 
 
 def dominance_scores(features: np.ndarray, ks: Sequence[int] = (1, 10, 50)) -> dict[int, float]:
-    """DiSF Sec. 2.3: sum of the top-k eigenvalues of the covariance over the sum of all d.
+    """DiSF Sec. 2.3 / Fig. 3 dominance score, as the official code computes it.
 
-    Covariance of the given (selected) feature rows, centred on their own mean.
-    Smaller = more uniform spectrum = less dimensional collapse. k > d are skipped.
+    The official ``Visual&verify/dominance_score.py`` (``cal_egin``, MediaBrain-SJTU/DiSF)
+    standardises every dimension over the given rows -- centre, divide by
+    sqrt(1e-8 + unbiased variance) -- forms C = Z^T Z / (n - 1) (the correlation
+    matrix, DiSF Eq. 3-4) and returns the sum of its top-k eigenvalues over the sum of
+    all d (the trace, ~d). Smaller = flatter spectrum = less dimensional collapse.
+    Because every dimension is standardised, the score does not change when a dimension
+    is rescaled (a covariance-based share would). k > d are skipped. The official script
+    scores 128 rows of a selection; here every row given (the whole selection).
     """
     x = np.asarray(features, dtype=np.float64)
+    n = len(x)
     x = x - x.mean(0, keepdims=True)
-    cov = x.T @ x / max(len(x) - 1, 1)
-    eig = np.sort(np.clip(np.linalg.eigvalsh(cov), 0.0, None))[::-1]
+    var = (x * x).sum(0, keepdims=True) / max(n - 1, 1)
+    z = x / np.sqrt(DISF_EPS + var)
+    corr = z.T @ z / max(n - 1, 1)
+    eig = np.sort(np.linalg.eigvalsh(corr))[::-1]
     total = eig.sum()
     return {int(k): float(eig[:k].sum() / total) if total > 0 else float("nan") for k in ks if k <= len(eig)}
 
