@@ -305,6 +305,23 @@ CONFIG_CLASSES: dict[str, type[SelectionConfig]] = {
 }
 
 
+# FineWeb-Mask's recipe as DATAMASK prints it (seeds/000 Sec. 4.4 with Sec. 4.2-4.3, App. A.6): the raw Eq. 12
+# (standardize False) with lambda 0.5 and PWS, quality initialisation (Eq. 13), G 128, eta 10, r 0.05,
+# E = 10,000 steps per block; applied to the quality-pruned pool (App. A.5). conf/selection/datamask_paper.yaml
+# holds the same values (a test keeps them equal). The project's default (DataMaskConfig()) differs: see
+# docs/selection.md.
+DATAMASK_PAPER: dict[str, Any] = {
+    "diversity": "pws",
+    "lam": 0.5,
+    "standardize": False,
+    "init": "quality",
+    "group_size": 128,
+    "lr": 10.0,
+    "batch_ratio": 0.05,
+    "steps": 10_000,
+}
+
+
 def parse_selection_config(method: str, config: Mapping[str, Any] | SelectionConfig | None = None,
                            path: str = "") -> SelectionConfig:
     """Build and validate the config of `method` from a mapping (missing keys = defaults).
