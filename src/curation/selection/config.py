@@ -27,6 +27,10 @@ DIVERSITIES = ("pws", "fl", "fl_sum", "disf", "disf_block")
 UNIT_DIVERSITIES = ("pws", "fl", "fl_sum")
 # facility-location similarity tables of a DataMask step (see DataMaskConfig.fl_sims_dtype)
 FL_SIMS_DTYPES = ("float32", "int16", "int8", "auto")
+# Normalisation of the DiSF term in Eq. 12: "set" -||Z_U^T Z_U||_F / (|U| - 1) (DiSF Eq. 3-5, C(U) as DiSF defines
+# it) | "block" -||Z_U^T Z_U||_F / (N - 1), the 1/(N-1) that DATAMASK's Eq. 4 prints (N = the items the set is
+# drawn from), i.e. the set form times (|U| - 1) / (N - 1).
+DISF_SCALES = ("set", "block")
 METHODS = ("datamask", "greedy", "topk_quality", "random", "semdedup", "dvrl")
 
 
@@ -77,9 +81,15 @@ class ObjectiveConfig(SelectionConfig):
     # Facility location reference points: a random subsample of the block of
     # this many items (count; capped at the block size).
     fl_reference_size: int = 1024
+    # Scale of the disf term in the raw Eq. 12 (standardize False): "set" = DiSF's -||C(U)||_F with
+    # C(U) = Z^T Z / (|U| - 1) (DiSF Eq. 3-5); "block" = DATAMASK Eq. 4 as printed, 1/(N - 1) over the N items
+    # the set is drawn from (= the set form times (|U| - 1) / (N - 1)). Same argmax at a fixed |U|; it moves
+    # where a lambda sits between the terms (DATAMASK Fig. 6's lambda axis is the printed form's).
+    disf_scale: str = "set"
 
     def validate(self) -> None:
         super().validate()
+        _require(self.disf_scale in DISF_SCALES, "disf_scale", f"must be one of {DISF_SCALES}, got {self.disf_scale!r}")
         _require(self.diversity in DIVERSITIES, "diversity", f"must be one of {DIVERSITIES}, got {self.diversity!r}")
         _require(0.0 <= self.lam <= 1.0, "lam", f"must be in [0, 1], got {self.lam}")
         _require(self.scale_samples >= 2, "scale_samples", f"must be >= 2, got {self.scale_samples}")

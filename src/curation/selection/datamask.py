@@ -415,6 +415,7 @@ def run_block(
             disf_probes=disf_probes,
             fl_sims_dtype=cfg.fl_sims_dtype,
             unit_rows=unit_rows,
+            disf_scale=cfg.disf_scale,
         )
 
     objective = make_objective(cfg.disf_probes if hutchinson else 0)
@@ -496,7 +497,7 @@ def run_block(
         logits_b = logits if batch is None else logits[batch]
         order = gumbel_top_k(logits_b, s_b, cfg.group_size, gen)  # (G, S_b) ids into the batch
         objective.disf_probe_seed = derive_seed(block_seed, 6, step) if hutchinson else None
-        f = objective.combine(objective.terms(order, needed, within=batch), s_b)  # (G,)
+        f = objective.combine(objective.terms(order, needed, within=batch), s_b, n_b)  # (G,)
         grad = policy_gradient(logits_b, order, group_advantage(f))
         if batch is None:
             logits += cfg.lr * grad

@@ -7,7 +7,8 @@ set D the function is relative to): embeddings ``(N, d)`` and quality ``(N,)``.
 - ``pairwise_similarity``  Eq. 4   -1/(2 S^2) sum_{i,j in U} cos(z_i, z_j)   (PWS)
 - ``facility_location``    coverage: mean over reference points r of max_{j in U} cos(z_r, z_j)
 - ``facility_location_sum`` Eq. 4 as printed: 1/(2 N S) sum_{i in D} sum_{j in U} cos(z_i, z_j)
-- ``disf``                 DiSF Eq. 3-5: -||C(U)||_F, C(U) = Z^T Z / (|U| - 1), Z standardised over U itself
+- ``disf``                 DiSF Eq. 3-5: -||C(U)||_F, C(U) = Z^T Z / (|U| - 1), Z standardised over U itself;
+                           in the raw Eq. 12, ``disf_scale="block"`` weighs it as DATAMASK Eq. 4 prints it, 1/(N - 1)
 - ``disf_block``           a variant, not DiSF: -|| 1/(N-1) sum_{i in U} z_i^T z_i ||_F, z standardised once over the block
 - joint                    Eq. 12: lam * f_qua + (1 - lam) * f_div (optionally per-term standardised)
 
@@ -94,6 +95,7 @@ class Objective:
         disf_probes: int = 0,
         fl_sims_dtype: str = "float32",
         unit_rows: bool = False,
+        disf_scale: str = "set",
     ) -> None:
         if diversity not in DIVERSITIES:
             raise ValueError(f"diversity must be one of {DIVERSITIES}, got {diversity!r}")
@@ -123,6 +125,10 @@ class Objective:
             r = min(fl_reference_size, self.n)
             fl_sims_dtype = "int16" if self.n * r * 2 <= _MAX_REFERENCE_SIMS_BYTES else "int8"
         self.fl_sims_dtype = fl_sims_dtype
+        if disf_scale not in ("set", "block"):
+            raise ValueError(f"disf_scale must be 'set' or 'block', got {disf_scale!r}")
+        # "block": the disf term enters the raw Eq. 12 as DATAMASK's Eq. 4 prints it, 1/(N-1) (``weights``)
+        self.disf_scale = disf_scale
         # seed of the next call's probes (set per DataMask step, so a resumed run draws the same
         # probes); None: a stream seeded from `seed`
         self.disf_probe_seed: int | None = None
@@ -397,9 +403,19 @@ class Objective:
             }
         return self._stats[size]
 
-    def weights(self, size: int) -> tuple[float, float, float]:
-        """(w_q, w_div, offset) with joint = w_q * quality + w_div * diversity + offset, for sets of `size`."""
+    def weights(self, size: int, population: int | None = None) -> tuple[float, float, float]:
+        """(w_q, w_div, offset) with joint = w_q * quality + w_div * diversity + offset, for sets of `size`.
+
+        ``population``: the number of items the sets are drawn from (a DataMask batch, a greedy batch;
+        default the block), used by ``disf_scale="block"``: the raw disf term -||C(U)||_F = -||Z^T Z||_F / (S - 1)
+        is weighed by (S - 1) / (N - 1), so the joint holds -||Z^T Z||_F / (N - 1) as DATAMASK Eq. 4 prints it
+        (the Hutchinson estimate of -||C||_F^2 by its square). Standardised terms need no such factor.
+        """
         w_q, w_d, offset = self.lam, 1.0 - self.lam, 0.0
+        if self.diversity == "disf" and self.disf_scale == "block" and not self.standardize:
+            n = self.n if population is None else int(population)
+            factor = (size - 1) / max(n - 1, 1)
+            w_d *= factor**2 if self.disf_probes > 0 else factor
         if not self.standardize or self.lam in (0.0, 1.0):
             # one term alone: rescaling it changes no argmax and no group advantage,
             # so its random-subset statistics are not computed (greedy/DataMask overhead)
@@ -410,9 +426,10 @@ class Objective:
         sq, sd = (sq if sq > 0 else 1.0), (sd if sd > 0 else 1.0)
         return w_q / sq, w_d / sd, -(w_q * mq / sq + w_d * md / sd)
 
-    def combine(self, terms: dict[str, torch.Tensor], size: int) -> torch.Tensor:
-        """Eq. 12 from raw terms of sets of `size` items; a term with zero weight may be absent."""
-        w_q, w_d, offset = self.weights(size)
+    def combine(self, terms: dict[str, torch.Tensor], size: int, population: int | None = None) -> torch.Tensor:
+        """Eq. 12 from raw terms of sets of `size` items drawn from `population` items (default: the block);
+        a term with zero weight may be absent."""
+        w_q, w_d, offset = self.weights(size, population)
         out = torch.full_like(next(iter(terms.values())), offset)
         if w_q != 0:
             out = out + w_q * terms["quality"]
