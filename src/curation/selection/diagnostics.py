@@ -42,7 +42,7 @@ def diagnose(
     lengths=None,
     sources=None,
     dominance_k: Sequence[int] = (1, 10, 50),
-    fl_reference_size: int = 1024,
+    fl_reference_size: int = 4096,
     seed: int = 0,
 ) -> dict[str, float]:
     """Flat dict of diagnostics of the selection `indices` of the block `embeddings`.
