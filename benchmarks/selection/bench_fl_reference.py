@@ -19,7 +19,8 @@ exact; ``synthetic``: N = 100k clustered unit vectors (d = 384, ``curation.selec
 
     nice -n 10 .venv/bin/python benchmarks/selection/bench_fl_reference.py
 
-Writes benchmarks/results/fl_reference.csv and .png. One torch thread.
+Writes benchmarks/results/fl_reference.csv and .png (the committed results: fl_reference_6k.csv and
+fl_reference_100k.csv, one --cases each, drawn together in fl_reference.png). One torch thread.
 """
 
 from __future__ import annotations

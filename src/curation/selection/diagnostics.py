@@ -42,7 +42,7 @@ def diagnose(
     lengths=None,
     sources=None,
     dominance_k: Sequence[int] = (1, 10, 50),
-    fl_reference_size: int = 4096,
+    fl_reference_size: int = 8192,
     seed: int = 0,
 ) -> dict[str, float]:
     """Flat dict of diagnostics of the selection `indices` of the block `embeddings`.
@@ -62,11 +62,18 @@ def diagnose(
     idx_np = np.asarray(indices, dtype=np.int64)
     idx = torch.from_numpy(idx_np).unsqueeze(0)
     obj = Objective(emb, q, fl_reference_size=fl_reference_size, seed=seed)
+
+    def coverage(index: torch.Tensor) -> float:
+        # facility location over the same reference points as ``obj.facility_location``, without the (N, R)
+        # table it would build for a step: R x S similarities, 512 reference rows at a time
+        sel = obj.unit[index[0]]
+        return float(sum(float((obj.reference[a : a + 512] @ sel.T).amax(1).sum())
+                         for a in range(0, len(obj.reference), 512)) / len(obj.reference))
     out = {
         "size": float(len(idx_np)),
         "quality_mean": float(obj.quality_mean(idx)[0]),
         "pairwise_similarity": float(obj.pairwise_similarity(idx)[0]),
-        "facility_location": float(obj.facility_location(idx)[0]),
+        "facility_location": coverage(idx),
         "facility_location_sum": float(obj.facility_location_sum(idx)[0]),
         "disf": float(obj.disf(idx)[0]) if len(idx_np) >= 2 else float("nan"),
         "disf_block": float(obj.disf_block(idx)[0]),
@@ -81,7 +88,7 @@ def diagnose(
             ref_idx = torch.from_numpy(ref.astype(np.int64)).unsqueeze(0)
             out[f"{name}/quality_mean"] = float(obj.quality_mean(ref_idx)[0])
             out[f"{name}/pairwise_similarity"] = float(obj.pairwise_similarity(ref_idx)[0])
-            out[f"{name}/facility_location"] = float(obj.facility_location(ref_idx)[0])
+            out[f"{name}/facility_location"] = coverage(ref_idx)
             out[f"{name}/facility_location_sum"] = float(obj.facility_location_sum(ref_idx)[0])
             out[f"{name}/disf"] = float(obj.disf(ref_idx)[0])
     for k, v in dominance_scores(emb[idx_np].numpy(), dominance_k).items():

@@ -90,7 +90,7 @@ class Objective:
         lam: float = 0.5,
         standardize: bool = False,
         scale_samples: int = 64,
-        fl_reference_size: int = 4096,
+        fl_reference_size: int = 8192,
         seed: int = 0,
         disf_probes: int = 0,
         fl_sims_dtype: str = "float32",
@@ -471,7 +471,7 @@ def pairwise_similarity(embeddings, quality, indices) -> float:
     return float(obj.pairwise_similarity(idx)[0])
 
 
-def facility_location(embeddings, quality, indices, *, reference_size: int = 4096, seed: int = 0) -> float:
+def facility_location(embeddings, quality, indices, *, reference_size: int = 8192, seed: int = 0) -> float:
     """Facility location (coverage): mean over reference points r of max_{j in U} cos(z_r, z_j).
 
     The reference points are a random subsample of `reference_size` rows of
@@ -511,7 +511,7 @@ def joint(
     lam: float = 0.5,
     standardize: bool = False,
     scale_samples: int = 64,
-    fl_reference_size: int = 4096,
+    fl_reference_size: int = 8192,
     seed: int = 0,
 ) -> float:
     """DATAMASK Eq. 12: lam * f_qua + (1 - lam) * f_div, optionally per-term standardised (see Objective)."""
