@@ -197,3 +197,19 @@ def test_disf_block_scale_moves_lambda_not_the_diversity_only_argmax():
                        config={"diversity": "disf", "lam": 0.05, "standardize": False, "disf_scale": s,
                                "batch_size": 128}).indices for s in ("set", "block")}
     assert q[mixed["block"]].mean() > q[mixed["set"]].mean()
+
+
+def test_auto_fl_table_caps_the_reference_points_to_what_fits(monkeypatch, caplog):
+    # the default 8,192 reference points do not fit a 1M block's 1 GiB int8 table: "auto" keeps a table and warns
+    import curation.selection.objectives as objectives
+
+    monkeypatch.setattr(objectives, "_MAX_REFERENCE_SIMS_BYTES", 100 * 16)  # 100 items: 16 int8 columns fit
+    rng = np.random.default_rng(0)
+    emb, q = torch.tensor(rng.normal(size=(100, 8))), torch.zeros(100)
+    with caplog.at_level("WARNING"):
+        obj = Objective(emb, q, diversity="fl", fl_reference_size=64, fl_sims_dtype="auto")
+    assert obj.fl_sims_dtype == "int8" and obj.reference.shape[0] == 16 and obj.reference_sims.shape == (100, 16)
+    assert "above the 1 GiB cap: using 16 reference points" in caplog.text
+    # an explicit dtype keeps R (no table: the steps recompute); other diversities are untouched
+    assert Objective(emb, q, diversity="fl", fl_reference_size=64, fl_sims_dtype="int8").reference.shape[0] == 64
+    assert Objective(emb, q, diversity="pws", fl_reference_size=64, fl_sims_dtype="auto").fl_reference_size == 64

@@ -145,7 +145,7 @@ class DataMaskConfig(ObjectiveConfig):
     # "int16" (cos rounded to 1/32767) or "int8" (1/127): the step's gather-max reads 2x / 4x fewer
     # bytes. A table above 1 GiB is not kept (similarities recomputed every step, far slower), so
     # "auto" takes int16 while the table fits in 1 GiB (65k items at R = 8192) and int8 beyond (131k items;
-    # a 1M block needs R <= 1024 for its table to fit: the step otherwise recomputes the similarities).
+    # a 1M block's table fits only R <= 1073: auto then uses that many reference points, with a warning).
     fl_sims_dtype: str = "auto"
 
     def validate(self) -> None:

@@ -21,6 +21,7 @@ index matrix ``(G, S)`` -- G masks of S items -- in one batched pass.
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Callable
 
 import numpy as np
@@ -28,6 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from curation.selection.config import DIVERSITIES, FL_SIMS_DTYPES, UNIT_DIVERSITIES
+
+log = logging.getLogger(__name__)
 
 # Upper bound on the elements of one temporary (G, S, x) tensor; masks are
 # evaluated in chunks of G so a step never allocates more (64M floats = 256 MB).
@@ -124,6 +127,14 @@ class Objective:
         if fl_sims_dtype == "auto":
             r = min(fl_reference_size, self.n)
             fl_sims_dtype = "int16" if self.n * r * 2 <= _MAX_REFERENCE_SIMS_BYTES else "int8"
+            fit = max(1, _MAX_REFERENCE_SIMS_BYTES // self.n)  # reference points whose int8 table fits
+            if diversity == "fl" and r > fit:
+                # a step without the table recomputes every similarity (~100x slower): "auto" keeps the table
+                # and says what that costs (docs/selection.md "Facility location: reference points")
+                log.warning("facility location: %d reference points of %d items need a %.1f GiB int8 table, above "
+                            "the 1 GiB cap: using %d reference points (1,024 kept ~56-70%% of the whole-block FL "
+                            "gain in the measurements of docs/selection.md)", r, self.n, self.n * r / 2**30, fit)
+                self.fl_reference_size = fl_reference_size = fit
         self.fl_sims_dtype = fl_sims_dtype
         if disf_scale not in ("set", "block"):
             raise ValueError(f"disf_scale must be 'set' or 'block', got {disf_scale!r}")
