@@ -299,12 +299,41 @@ def test_diagnostics(data):
                       for name in ("quality_mean", "pairwise_similarity", "facility_location", "disf")}
 
 
-def test_dominance_score_definition():
-    # DiSF Sec. 2.3: sum of top-k eigenvalues / sum of all
+def _official_dominance(feat, ks):
+    """DiSF's official ``Visual&verify/dominance_score.py`` (``cal_egin``) re-expressed in torch float64:
+    centre, divide by sqrt(1e-8 + unbiased var), C = Z^T Z / (n - 1), general eig, top-k share."""
+    import torch
+
+    f = torch.as_tensor(np.asarray(feat), dtype=torch.float64)
+    f = f - f.mean(dim=0, keepdim=True)
+    f = f / torch.sqrt(1e-8 + f.var(dim=0, keepdim=True))
+    corre = (f.t() @ f / (f.shape[0] - 1)).numpy()
+    eig = np.sort(np.linalg.eig(corre)[0].real)[::-1]  # np.linalg.eig, as the official code (not eigvalsh)
+    return {k: float(np.sum(eig[:k]) / np.sum(eig)) for k in ks}
+
+
+def test_dominance_score_is_the_official_correlation_form():
+    # DiSF Sec. 2.3 / Fig. 3: the official code standardises every dimension (correlation matrix)
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(500, 4)) * np.array([3.0, 2.0, 1.0, 0.5])
-    eig = np.sort(np.linalg.eigvalsh(np.cov(x.T)))[::-1]
-    scores = dominance_scores(x, ks=(1, 2, 4, 9))
-    assert scores[1] == pytest.approx(eig[0] / eig.sum())
-    assert scores[2] == pytest.approx(eig[:2].sum() / eig.sum())
-    assert scores[4] == pytest.approx(1.0) and 9 not in scores
+    ks = (1, 2, 5, 10, 20)
+    # random sets, with dimensions on very different scales (a covariance share would be dominated
+    # by the 100x dimension; the official, standardised one is not)
+    x = rng.normal(size=(300, 24)) @ rng.normal(size=(24, 24)) * np.geomspace(0.01, 100.0, 24)
+    ours = dominance_scores(x, ks)
+    assert ours == pytest.approx(_official_dominance(x, ks), rel=1e-9, abs=1e-12)
+    # rescaling any dimension changes nothing (standardised; up to eps), a covariance share would move
+    scaled = x * rng.uniform(0.1, 1000.0, size=24)  # variances stay >> the official eps 1e-8
+    assert dominance_scores(scaled, ks) == pytest.approx(ours, rel=1e-6)
+    cov_eig = np.sort(np.linalg.eigvalsh(np.cov(scaled.T)))[::-1]
+    assert abs(cov_eig[0] / cov_eig.sum() - ours[1]) > 0.1
+    # selected sets: a greedy DiSF selection and top-k quality of clustered data, fewer rows than
+    # dimensions included (rank-deficient C), and a constant dimension (official eps sends it to 0)
+    emb = rng.normal(size=(400, 32)) + 3.0 * rng.normal(size=(8, 32))[rng.integers(0, 8, 400)]
+    emb[:, 5] = 1.0
+    emb[:, 7] *= 50.0
+    q = rng.uniform(0, 15, 400)
+    for idx in (select("greedy", quality=q, embeddings=emb, budget=40,
+                       config={"diversity": "disf", "lam": 0.0, "batch_size": 200}, seed=0).indices,
+                np.argsort(-q)[:20], np.argsort(-q)[:120]):
+        assert dominance_scores(emb[idx], ks) == pytest.approx(_official_dominance(emb[idx], ks), rel=1e-7, abs=1e-10)
+    assert 9 not in dominance_scores(rng.normal(size=(50, 4)), (1, 9))

@@ -153,3 +153,63 @@ def test_unknown_fl_sims_dtype_is_refused(data):
     emb, q, _ = data
     with pytest.raises(ValueError, match="fl_sims_dtype"):
         Objective(torch.tensor(emb), torch.tensor(q), diversity="fl", fl_sims_dtype="float16")
+
+
+def test_disf_block_scale_is_eq4_as_printed(data):
+    # DATAMASK Eq. 4 prints the DiSF term with 1/(N - 1) over the items the set is drawn from; DiSF's own
+    # C(U) divides by |U| - 1. disf_scale="block" weighs the set-form term so the raw Eq. 12 holds the former.
+    emb, q, idx = data
+    x = emb[idx]
+    z = (x - x.mean(0)) / np.sqrt(x.var(0, ddof=1) + 1e-8)  # standardised over U (DiSF Eq. 3)
+    printed = -np.linalg.norm(z.T @ z, "fro") / (len(emb) - 1)
+    t = torch.tensor(idx).unsqueeze(0)
+    kw = dict(diversity="disf", lam=0.3, standardize=False)
+    block = Objective(torch.tensor(emb), torch.tensor(q), disf_scale="block", **kw)
+    setf = Objective(torch.tensor(emb), torch.tensor(q), **kw)
+    assert float(block(t)[0]) == pytest.approx(0.3 * q[idx].mean() + 0.7 * printed, rel=1e-10)
+    assert float(setf(t)[0]) == pytest.approx(0.3 * q[idx].mean() + 0.7 * disf(emb, q, idx), rel=1e-10)
+    # drawn from a batch of 30 items (a DataMask step): 1/(30 - 1)
+    terms = block.terms(t)
+    assert float(block.combine(terms, len(idx), 30)[0]) == pytest.approx(
+        0.3 * q[idx].mean() - 0.7 * np.linalg.norm(z.T @ z, "fro") / 29, rel=1e-10)
+    # the raw term the history reports is DiSF's -||C(U)||_F either way; standardised terms ignore the scale
+    assert float(terms["disf"][0]) == pytest.approx(disf(emb, q, idx), rel=1e-10)
+    std_kw = dict(kw, standardize=True)
+    a = Objective(torch.tensor(emb), torch.tensor(q), disf_scale="block", **std_kw)
+    b = Objective(torch.tensor(emb), torch.tensor(q), **std_kw)
+    assert float(a(t)[0]) == pytest.approx(float(b(t)[0]), rel=1e-12)
+    with pytest.raises(ValueError, match="disf_scale"):
+        Objective(torch.tensor(emb), torch.tensor(q), disf_scale="n")
+
+
+def test_disf_block_scale_moves_lambda_not_the_diversity_only_argmax():
+    from curation.selection import select
+
+    rng = np.random.default_rng(1)
+    emb = rng.normal(size=(256, 12))
+    q = rng.uniform(0, 15, 256)
+    picks = {s: select("greedy", quality=q, embeddings=emb, budget=16, seed=0,
+                       config={"diversity": "disf", "lam": 0.0, "disf_scale": s, "batch_size": 128}).indices
+             for s in ("set", "block")}
+    np.testing.assert_array_equal(picks["set"], picks["block"])
+    # at a lambda in between, the printed (1/(N-1)) form is ~ keep-ratio times smaller, so quality gains weight
+    mixed = {s: select("greedy", quality=q, embeddings=emb, budget=16, seed=0,
+                       config={"diversity": "disf", "lam": 0.05, "standardize": False, "disf_scale": s,
+                               "batch_size": 128}).indices for s in ("set", "block")}
+    assert q[mixed["block"]].mean() > q[mixed["set"]].mean()
+
+
+def test_auto_fl_table_caps_the_reference_points_to_what_fits(monkeypatch, caplog):
+    # the default 8,192 reference points do not fit a 1M block's 1 GiB int8 table: "auto" keeps a table and warns
+    import curation.selection.objectives as objectives
+
+    monkeypatch.setattr(objectives, "_MAX_REFERENCE_SIMS_BYTES", 100 * 16)  # 100 items: 16 int8 columns fit
+    rng = np.random.default_rng(0)
+    emb, q = torch.tensor(rng.normal(size=(100, 8))), torch.zeros(100)
+    with caplog.at_level("WARNING"):
+        obj = Objective(emb, q, diversity="fl", fl_reference_size=64, fl_sims_dtype="auto")
+    assert obj.fl_sims_dtype == "int8" and obj.reference.shape[0] == 16 and obj.reference_sims.shape == (100, 16)
+    assert "above the 1 GiB cap: using 16 reference points" in caplog.text
+    # an explicit dtype keeps R (no table: the steps recompute); other diversities are untouched
+    assert Objective(emb, q, diversity="fl", fl_reference_size=64, fl_sims_dtype="int8").reference.shape[0] == 64
+    assert Objective(emb, q, diversity="pws", fl_reference_size=64, fl_sims_dtype="auto").fl_reference_size == 64

@@ -401,7 +401,7 @@ def disf_fig3_dominance(runs, histories, tables) -> Report:
     for i, k in enumerate((1, 10, 50)):
         ax.bar(x + (i - 1) * 0.27, table[f"dominance_top{k}"], width=0.27, label=f"top-{k}")
     ax.set_xticks(x, table["method"], rotation=30, fontsize=7)
-    ax.set_ylabel("dominance score (share of variance in top-k eigenvalues)")
+    ax.set_ylabel("dominance score (top-k eigenvalue share of the correlation matrix)")
     ax.set_title("DiSF Fig. 3 analogue: dimensional collapse", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()

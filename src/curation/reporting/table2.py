@@ -32,9 +32,9 @@ log = logging.getLogger(__name__)
 
 NAME = "table2_tiny"
 CORPUS_PARAM, SEED_PARAM = "params.table2.corpus", "params.pretrain.train.seed"
-ORDER = ("raw", "semdedup", "edu", "dclm", "datamask")
+ORDER = ("raw", "semdedup", "edu", "dclm", "datamask_paper", "datamask")
 ANALOGUE = {"raw": "FineWeb", "semdedup": "FineWeb-Semdedup", "edu": "FineWeb-Edu", "dclm": "FineWeb-DCLM",
-            "datamask": "FineWeb-Mask"}
+            "datamask_paper": "FineWeb-Mask", "datamask": "FineWeb-Mask (project's default DataMask, not the paper's recipe)"}
 REFERENCE = "raw"
 SIZES = {"metrics.tokens_total": "corpus_tokens", "metrics.train_tokens": "train_tokens", "metrics.epochs": "epochs"}
 

@@ -17,6 +17,7 @@ Modules, one algorithm each: ``config`` (knobs + defaults), ``objectives`` (Eq. 
 
 from curation.selection.api import Selection, select
 from curation.selection.config import (
+    DATAMASK_PAPER,
     BudgetConfig,
     DataMaskConfig,
     DvrlConfig,
@@ -29,6 +30,7 @@ from curation.selection.config import (
 from curation.selection.diagnostics import diagnose, dominance_scores
 
 __all__ = [
+    "DATAMASK_PAPER",
     "BudgetConfig",
     "DataMaskConfig",
     "DvrlConfig",

@@ -75,6 +75,7 @@ def _objective(emb: np.ndarray, q: np.ndarray, cfg: ObjectiveConfig, seed: int, 
         scale_samples=cfg.scale_samples,
         fl_reference_size=cfg.fl_reference_size,
         seed=seed,
+        disf_scale=cfg.disf_scale,
     )
 
 

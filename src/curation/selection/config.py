@@ -27,6 +27,10 @@ DIVERSITIES = ("pws", "fl", "fl_sum", "disf", "disf_block")
 UNIT_DIVERSITIES = ("pws", "fl", "fl_sum")
 # facility-location similarity tables of a DataMask step (see DataMaskConfig.fl_sims_dtype)
 FL_SIMS_DTYPES = ("float32", "int16", "int8", "auto")
+# Normalisation of the DiSF term in Eq. 12: "set" -||Z_U^T Z_U||_F / (|U| - 1) (DiSF Eq. 3-5, C(U) as DiSF defines
+# it) | "block" -||Z_U^T Z_U||_F / (N - 1), the 1/(N-1) that DATAMASK's Eq. 4 prints (N = the items the set is
+# drawn from), i.e. the set form times (|U| - 1) / (N - 1).
+DISF_SCALES = ("set", "block")
 METHODS = ("datamask", "greedy", "topk_quality", "random", "semdedup", "dvrl")
 
 
@@ -74,12 +78,21 @@ class ObjectiveConfig(SelectionConfig):
     standardize: bool = True
     # Number of random subsets used to estimate those term statistics.
     scale_samples: int = 64
-    # Facility location reference points: a random subsample of the block of
-    # this many items (count; capped at the block size).
-    fl_reference_size: int = 1024
+    # Facility location reference points: a random subsample of the block of this many items (count; capped
+    # at the block size, where FL is exact). A departure from DATAMASK Eq. 4, which sums over every item of D.
+    # Measured share of the FL gain over random that a whole-block optimisation reaches: 6k items 1,024 -> 70%,
+    # 4,096 -> 99.7%; 100k items (against R = 8,192, the largest affordable) 1,024 -> 56%, 4,096 -> 92%;
+    # docs/selection.md "Facility location: reference points" gives the figures.
+    fl_reference_size: int = 8192
+    # Scale of the disf term in the raw Eq. 12 (standardize False): "set" = DiSF's -||C(U)||_F with
+    # C(U) = Z^T Z / (|U| - 1) (DiSF Eq. 3-5); "block" = DATAMASK Eq. 4 as printed, 1/(N - 1) over the N items
+    # the set is drawn from (= the set form times (|U| - 1) / (N - 1)). Same argmax at a fixed |U|; it moves
+    # where a lambda sits between the terms (DATAMASK Fig. 6's lambda axis is the printed form's).
+    disf_scale: str = "set"
 
     def validate(self) -> None:
         super().validate()
+        _require(self.disf_scale in DISF_SCALES, "disf_scale", f"must be one of {DISF_SCALES}, got {self.disf_scale!r}")
         _require(self.diversity in DIVERSITIES, "diversity", f"must be one of {DIVERSITIES}, got {self.diversity!r}")
         _require(0.0 <= self.lam <= 1.0, "lam", f"must be in [0, 1], got {self.lam}")
         _require(self.scale_samples >= 2, "scale_samples", f"must be >= 2, got {self.scale_samples}")
@@ -131,7 +144,8 @@ class DataMaskConfig(ObjectiveConfig):
     # diversity=fl in a step: the (block x fl_reference_size) similarity table as "float32" (exact),
     # "int16" (cos rounded to 1/32767) or "int8" (1/127): the step's gather-max reads 2x / 4x fewer
     # bytes. A table above 1 GiB is not kept (similarities recomputed every step, far slower), so
-    # "auto" takes int16 up to 512k items (R = 1024) and int8 beyond (a 1M block: 1 GiB).
+    # "auto" takes int16 while the table fits in 1 GiB (65k items at R = 8192) and int8 beyond (131k items;
+    # a 1M block's table fits only R <= 1073: auto then uses that many reference points, with a warning).
     fl_sims_dtype: str = "auto"
 
     def validate(self) -> None:
@@ -302,6 +316,23 @@ CONFIG_CLASSES: dict[str, type[SelectionConfig]] = {
     "random": RandomConfig,
     "semdedup": SemDeDupConfig,
     "dvrl": DvrlConfig,
+}
+
+
+# FineWeb-Mask's recipe as DATAMASK prints it (seeds/000 Sec. 4.4 with Sec. 4.2-4.3, App. A.6): the raw Eq. 12
+# (standardize False) with lambda 0.5 and PWS, quality initialisation (Eq. 13), G 128, eta 10, r 0.05,
+# E = 10,000 steps per block; applied to the quality-pruned pool (App. A.5). conf/selection/datamask_paper.yaml
+# holds the same values (a test keeps them equal). The project's default (DataMaskConfig()) differs: see
+# docs/selection.md.
+DATAMASK_PAPER: dict[str, Any] = {
+    "diversity": "pws",
+    "lam": 0.5,
+    "standardize": False,
+    "init": "quality",
+    "group_size": 128,
+    "lr": 10.0,
+    "batch_ratio": 0.05,
+    "steps": 10_000,
 }
 
 

@@ -12,16 +12,17 @@ DATAMASK Table 2 (seeds/000 Sec. 4.1, 4.4) and Ultra-FineWeb's verification
 (seeds/002 Sec. 2.2, Table 8) compare corpora cut from one source by different
 recipes. A :class:`CorpusSpec` names one recipe on our corpus:
 
-==========  ==================  ======  ==============  =============================
-name        method              pool    score           paper analogue
-==========  ==================  ======  ==============  =============================
-raw         random              raw     (unused)        FineWeb (the unfiltered source)
-semdedup    semdedup            raw     quality         FineWeb-Semdedup
-edu         topk_quality        raw     edu             FineWeb-Edu (Edu classifier)
-dclm        topk_quality        raw     fasttext_dclm   FineWeb-DCLM (DCLM fastText)
-datamask    datamask            pruned  quality         FineWeb-Mask (joint selection)
-selection   selection           -       -               this run's ``selected_documents``
-==========  ==================  ======  ==============  =============================
+==============  ==================  ======  ==============  =============================
+name            method              pool    score           paper analogue
+==============  ==================  ======  ==============  =============================
+raw             random              raw     (unused)        FineWeb (the unfiltered source)
+semdedup        semdedup            raw     quality         FineWeb-Semdedup
+edu             topk_quality        raw     edu             FineWeb-Edu (Edu classifier)
+dclm            topk_quality        raw     fasttext_dclm   FineWeb-DCLM (DCLM fastText)
+datamask        datamask            pruned  quality         FineWeb-Mask's method, the project's default knobs
+datamask_paper  datamask            pruned  quality         FineWeb-Mask (Sec. 4.4 recipe: DATAMASK_PAPER)
+selection       selection           -       -               this run's ``selected_documents``
+==============  ==================  ======  ==============  =============================
 
 ``pool: raw`` draws from every ingested document (``scores``/``embeddings``),
 ``pool: pruned`` from the quality-pruned corpus (DATAMASK Sec. 4.3 prunes

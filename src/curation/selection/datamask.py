@@ -415,12 +415,19 @@ def run_block(
             disf_probes=disf_probes,
             fl_sims_dtype=cfg.fl_sims_dtype,
             unit_rows=unit_rows,
+            disf_scale=cfg.disf_scale,
         )
 
     objective = make_objective(cfg.disf_probes if hutchinson else 0)
     # the history reports the exact objective (DiSF: -||C||_F), whatever estimator the steps use
     reported = make_objective(0) if hutchinson else objective
     needed = objective.needed_terms()
+    if "fl" in needed and objective.reference_sims is None:
+        r = min(cfg.fl_reference_size, n)
+        log.warning("block %d: the facility-location table of %d items x %d reference points does not fit in 1 GiB "
+                    "(fl_sims_dtype %s): every step recomputes the similarities (far slower). For blocks of ~1M "
+                    "items set selection.fl_reference_size=1024 (int8 table of 1 GiB), at the coverage cost measured "
+                    "in docs/selection.md 'Facility location: reference points'", block_id, n, r, objective.fl_sims_dtype)
     n_b = n if cfg.batch_ratio >= 1.0 else min(n, max(2, round(cfg.batch_ratio * n)))
     s_b = min(n_b - 1, max(1, round(budget * n_b / n)))  # budget scaled by r
     if cfg.diversity == "disf" and (s_b < 2 or budget < 2):
@@ -496,7 +503,7 @@ def run_block(
         logits_b = logits if batch is None else logits[batch]
         order = gumbel_top_k(logits_b, s_b, cfg.group_size, gen)  # (G, S_b) ids into the batch
         objective.disf_probe_seed = derive_seed(block_seed, 6, step) if hutchinson else None
-        f = objective.combine(objective.terms(order, needed, within=batch), s_b)  # (G,)
+        f = objective.combine(objective.terms(order, needed, within=batch), s_b, n_b)  # (G,)
         grad = policy_gradient(logits_b, order, group_advantage(f))
         if batch is None:
             logits += cfg.lr * grad

@@ -8,19 +8,28 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from curation.selection.objectives import Objective
+from curation.selection.objectives import DISF_EPS, Objective
 
 
 def dominance_scores(features: np.ndarray, ks: Sequence[int] = (1, 10, 50)) -> dict[int, float]:
-    """DiSF Sec. 2.3: sum of the top-k eigenvalues of the covariance over the sum of all d.
+    """DiSF Sec. 2.3 / Fig. 3 dominance score, as the official code computes it.
 
-    Covariance of the given (selected) feature rows, centred on their own mean.
-    Smaller = more uniform spectrum = less dimensional collapse. k > d are skipped.
+    The official ``Visual&verify/dominance_score.py`` (``cal_egin``, MediaBrain-SJTU/DiSF)
+    standardises every dimension over the given rows -- centre, divide by
+    sqrt(1e-8 + unbiased variance) -- forms C = Z^T Z / (n - 1) (the correlation
+    matrix, DiSF Eq. 3-4) and returns the sum of its top-k eigenvalues over the sum of
+    all d (the trace, ~d). Smaller = flatter spectrum = less dimensional collapse.
+    Because every dimension is standardised, the score does not change when a dimension
+    is rescaled (a covariance-based share would). k > d are skipped. The official script
+    scores 128 rows of a selection; here every row given (the whole selection).
     """
     x = np.asarray(features, dtype=np.float64)
+    n = len(x)
     x = x - x.mean(0, keepdims=True)
-    cov = x.T @ x / max(len(x) - 1, 1)
-    eig = np.sort(np.clip(np.linalg.eigvalsh(cov), 0.0, None))[::-1]
+    var = (x * x).sum(0, keepdims=True) / max(n - 1, 1)
+    z = x / np.sqrt(DISF_EPS + var)
+    corr = z.T @ z / max(n - 1, 1)
+    eig = np.sort(np.linalg.eigvalsh(corr))[::-1]
     total = eig.sum()
     return {int(k): float(eig[:k].sum() / total) if total > 0 else float("nan") for k in ks if k <= len(eig)}
 
@@ -33,7 +42,7 @@ def diagnose(
     lengths=None,
     sources=None,
     dominance_k: Sequence[int] = (1, 10, 50),
-    fl_reference_size: int = 1024,
+    fl_reference_size: int = 8192,
     seed: int = 0,
 ) -> dict[str, float]:
     """Flat dict of diagnostics of the selection `indices` of the block `embeddings`.
@@ -53,11 +62,18 @@ def diagnose(
     idx_np = np.asarray(indices, dtype=np.int64)
     idx = torch.from_numpy(idx_np).unsqueeze(0)
     obj = Objective(emb, q, fl_reference_size=fl_reference_size, seed=seed)
+
+    def coverage(index: torch.Tensor) -> float:
+        # facility location over the same reference points as ``obj.facility_location``, without the (N, R)
+        # table it would build for a step: R x S similarities, 512 reference rows at a time
+        sel = obj.unit[index[0]]
+        return float(sum(float((obj.reference[a : a + 512] @ sel.T).amax(1).sum())
+                         for a in range(0, len(obj.reference), 512)) / len(obj.reference))
     out = {
         "size": float(len(idx_np)),
         "quality_mean": float(obj.quality_mean(idx)[0]),
         "pairwise_similarity": float(obj.pairwise_similarity(idx)[0]),
-        "facility_location": float(obj.facility_location(idx)[0]),
+        "facility_location": coverage(idx),
         "facility_location_sum": float(obj.facility_location_sum(idx)[0]),
         "disf": float(obj.disf(idx)[0]) if len(idx_np) >= 2 else float("nan"),
         "disf_block": float(obj.disf_block(idx)[0]),
@@ -72,7 +88,7 @@ def diagnose(
             ref_idx = torch.from_numpy(ref.astype(np.int64)).unsqueeze(0)
             out[f"{name}/quality_mean"] = float(obj.quality_mean(ref_idx)[0])
             out[f"{name}/pairwise_similarity"] = float(obj.pairwise_similarity(ref_idx)[0])
-            out[f"{name}/facility_location"] = float(obj.facility_location(ref_idx)[0])
+            out[f"{name}/facility_location"] = coverage(ref_idx)
             out[f"{name}/facility_location_sum"] = float(obj.facility_location_sum(ref_idx)[0])
             out[f"{name}/disf"] = float(obj.disf(ref_idx)[0])
     for k, v in dominance_scores(emb[idx_np].numpy(), dominance_k).items():

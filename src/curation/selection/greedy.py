@@ -65,7 +65,7 @@ class _Batch:
         self.pool = torch.from_numpy(pool).to(objective.embeddings.device)
         self.c = len(pool)
         self.budget = budget
-        self.w_q, self.w_d, _ = objective.weights(budget)
+        self.w_q, self.w_d, _ = objective.weights(budget, self.c)
         self.q = objective.quality[self.pool].double()  # (c,)
         self.taken = torch.zeros(self.c, dtype=torch.bool)
         self.picks: list[int] = []  # positions into pool, in pick order
@@ -102,7 +102,7 @@ def _reference(batch: _Batch, first: Optional[int]) -> None:
         cand = torch.nonzero(~batch.taken).squeeze(1)  # positions, ascending
         chosen = batch.pool[torch.tensor(batch.picks, dtype=torch.long)]
         sets = torch.cat([chosen.expand(len(cand), k), batch.pool[cand].unsqueeze(1)], 1)  # (c, k+1)
-        values = obj.combine(obj.terms(sets, names), batch.budget)
+        values = obj.combine(obj.terms(sets, names), batch.budget, batch.c)
         batch.evaluations += len(cand)
         batch.take(int(cand[int(torch.argmax(values))]))
 

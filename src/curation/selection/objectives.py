@@ -7,7 +7,8 @@ set D the function is relative to): embeddings ``(N, d)`` and quality ``(N,)``.
 - ``pairwise_similarity``  Eq. 4   -1/(2 S^2) sum_{i,j in U} cos(z_i, z_j)   (PWS)
 - ``facility_location``    coverage: mean over reference points r of max_{j in U} cos(z_r, z_j)
 - ``facility_location_sum`` Eq. 4 as printed: 1/(2 N S) sum_{i in D} sum_{j in U} cos(z_i, z_j)
-- ``disf``                 DiSF Eq. 3-5: -||C(U)||_F, C(U) = Z^T Z / (|U| - 1), Z standardised over U itself
+- ``disf``                 DiSF Eq. 3-5: -||C(U)||_F, C(U) = Z^T Z / (|U| - 1), Z standardised over U itself;
+                           in the raw Eq. 12, ``disf_scale="block"`` weighs it as DATAMASK Eq. 4 prints it, 1/(N - 1)
 - ``disf_block``           a variant, not DiSF: -|| 1/(N-1) sum_{i in U} z_i^T z_i ||_F, z standardised once over the block
 - joint                    Eq. 12: lam * f_qua + (1 - lam) * f_div (optionally per-term standardised)
 
@@ -20,6 +21,7 @@ index matrix ``(G, S)`` -- G masks of S items -- in one batched pass.
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Callable
 
 import numpy as np
@@ -27,6 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from curation.selection.config import DIVERSITIES, FL_SIMS_DTYPES, UNIT_DIVERSITIES
+
+log = logging.getLogger(__name__)
 
 # Upper bound on the elements of one temporary (G, S, x) tensor; masks are
 # evaluated in chunks of G so a step never allocates more (64M floats = 256 MB).
@@ -89,11 +93,12 @@ class Objective:
         lam: float = 0.5,
         standardize: bool = False,
         scale_samples: int = 64,
-        fl_reference_size: int = 1024,
+        fl_reference_size: int = 8192,
         seed: int = 0,
         disf_probes: int = 0,
         fl_sims_dtype: str = "float32",
         unit_rows: bool = False,
+        disf_scale: str = "set",
     ) -> None:
         if diversity not in DIVERSITIES:
             raise ValueError(f"diversity must be one of {DIVERSITIES}, got {diversity!r}")
@@ -122,7 +127,19 @@ class Objective:
         if fl_sims_dtype == "auto":
             r = min(fl_reference_size, self.n)
             fl_sims_dtype = "int16" if self.n * r * 2 <= _MAX_REFERENCE_SIMS_BYTES else "int8"
+            fit = max(1, _MAX_REFERENCE_SIMS_BYTES // self.n)  # reference points whose int8 table fits
+            if diversity == "fl" and r > fit:
+                # a step without the table recomputes every similarity (~100x slower): "auto" keeps the table
+                # and says what that costs (docs/selection.md "Facility location: reference points")
+                log.warning("facility location: %d reference points of %d items need a %.1f GiB int8 table, above "
+                            "the 1 GiB cap: using %d reference points (1,024 kept ~56-70%% of the whole-block FL "
+                            "gain in the measurements of docs/selection.md)", r, self.n, self.n * r / 2**30, fit)
+                self.fl_reference_size = fl_reference_size = fit
         self.fl_sims_dtype = fl_sims_dtype
+        if disf_scale not in ("set", "block"):
+            raise ValueError(f"disf_scale must be 'set' or 'block', got {disf_scale!r}")
+        # "block": the disf term enters the raw Eq. 12 as DATAMASK's Eq. 4 prints it, 1/(N-1) (``weights``)
+        self.disf_scale = disf_scale
         # seed of the next call's probes (set per DataMask step, so a resumed run draws the same
         # probes); None: a stream seeded from `seed`
         self.disf_probe_seed: int | None = None
@@ -397,9 +414,19 @@ class Objective:
             }
         return self._stats[size]
 
-    def weights(self, size: int) -> tuple[float, float, float]:
-        """(w_q, w_div, offset) with joint = w_q * quality + w_div * diversity + offset, for sets of `size`."""
+    def weights(self, size: int, population: int | None = None) -> tuple[float, float, float]:
+        """(w_q, w_div, offset) with joint = w_q * quality + w_div * diversity + offset, for sets of `size`.
+
+        ``population``: the number of items the sets are drawn from (a DataMask batch, a greedy batch;
+        default the block), used by ``disf_scale="block"``: the raw disf term -||C(U)||_F = -||Z^T Z||_F / (S - 1)
+        is weighed by (S - 1) / (N - 1), so the joint holds -||Z^T Z||_F / (N - 1) as DATAMASK Eq. 4 prints it
+        (the Hutchinson estimate of -||C||_F^2 by its square). Standardised terms need no such factor.
+        """
         w_q, w_d, offset = self.lam, 1.0 - self.lam, 0.0
+        if self.diversity == "disf" and self.disf_scale == "block" and not self.standardize:
+            n = self.n if population is None else int(population)
+            factor = (size - 1) / max(n - 1, 1)
+            w_d *= factor**2 if self.disf_probes > 0 else factor
         if not self.standardize or self.lam in (0.0, 1.0):
             # one term alone: rescaling it changes no argmax and no group advantage,
             # so its random-subset statistics are not computed (greedy/DataMask overhead)
@@ -410,9 +437,10 @@ class Objective:
         sq, sd = (sq if sq > 0 else 1.0), (sd if sd > 0 else 1.0)
         return w_q / sq, w_d / sd, -(w_q * mq / sq + w_d * md / sd)
 
-    def combine(self, terms: dict[str, torch.Tensor], size: int) -> torch.Tensor:
-        """Eq. 12 from raw terms of sets of `size` items; a term with zero weight may be absent."""
-        w_q, w_d, offset = self.weights(size)
+    def combine(self, terms: dict[str, torch.Tensor], size: int, population: int | None = None) -> torch.Tensor:
+        """Eq. 12 from raw terms of sets of `size` items drawn from `population` items (default: the block);
+        a term with zero weight may be absent."""
+        w_q, w_d, offset = self.weights(size, population)
         out = torch.full_like(next(iter(terms.values())), offset)
         if w_q != 0:
             out = out + w_q * terms["quality"]
@@ -454,7 +482,7 @@ def pairwise_similarity(embeddings, quality, indices) -> float:
     return float(obj.pairwise_similarity(idx)[0])
 
 
-def facility_location(embeddings, quality, indices, *, reference_size: int = 1024, seed: int = 0) -> float:
+def facility_location(embeddings, quality, indices, *, reference_size: int = 8192, seed: int = 0) -> float:
     """Facility location (coverage): mean over reference points r of max_{j in U} cos(z_r, z_j).
 
     The reference points are a random subsample of `reference_size` rows of
@@ -494,7 +522,7 @@ def joint(
     lam: float = 0.5,
     standardize: bool = False,
     scale_samples: int = 64,
-    fl_reference_size: int = 1024,
+    fl_reference_size: int = 8192,
     seed: int = 0,
 ) -> float:
     """DATAMASK Eq. 12: lam * f_qua + (1 - lam) * f_div, optionally per-term standardised (see Objective)."""

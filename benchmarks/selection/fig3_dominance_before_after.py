@@ -1,0 +1,66 @@
+"""DiSF Fig. 3 before and after issue #26: two definitions of the dominance score x two selection settings.
+
+Reads the selections that `curate -m experiment=disf_fig3_dominance` sweeps wrote (``selected_ids.parquet`` of
+each job, by document id) and scores each with
+
+- ``covariance``: the project's score before issue #26 (features centred only: covariance eigenvalues);
+- ``official``: DiSF's official ``Visual&verify/dominance_score.py`` (every dimension standardised: the
+  correlation matrix's eigenvalues), ``curation.selection.dominance_scores`` since issue #26;
+
+both the top-10 eigenvalue share of the selection's static embeddings (``data/04_feature/<ns>/embeddings``).
+
+    python benchmarks/selection/fig3_dominance_before_after.py \
+        "before=data/07_model_output/default/multirun/<sweep of the old setting>" \
+        "after=data/07_model_output/default/multirun/<sweep of the new setting>"
+
+Writes benchmarks/results/disf_fig3_dominance_before_after.csv.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from curation.selection import dominance_scores
+
+ROOT = Path(__file__).resolve().parents[2]
+ORDER = ["random", "topk_quality", "semdedup", "greedy_disf", "datamask_disf"]
+
+
+def covariance_dominance(x: np.ndarray, k: int = 10) -> float:
+    x = np.asarray(x, np.float64)
+    x = x - x.mean(0)
+    eig = np.sort(np.clip(np.linalg.eigvalsh(x.T @ x / (len(x) - 1)), 0.0, None))[::-1]
+    return float(eig[:k].sum() / eig.sum())
+
+
+def main() -> None:
+    ns = "default"
+    feats = ROOT / "data" / "04_feature" / ns
+    ids = pd.concat([pd.read_parquet(p, columns=["id"]) for p in sorted((feats / "scores" / "shards").glob("*.parquet"))])
+    emb = np.concatenate([np.load(p) for p in sorted((feats / "embeddings" / "shards").glob("*.npy"))])
+    row_of = pd.Series(np.arange(len(ids)), index=ids["id"].to_numpy())
+    rows = []
+    for arg in sys.argv[1:]:
+        setting, sweep = arg.split("=", 1)
+        for job in sorted(Path(sweep).iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else 99):
+            f = job / "selected_ids.parquet"
+            if not f.exists():
+                continue
+            sel = pd.read_parquet(f)["id"].to_numpy()
+            method = ORDER[int(job.name)] if job.name.isdigit() and int(job.name) < len(ORDER) else job.name
+            x = emb[row_of.loc[sel].to_numpy()]
+            rows.append({"setting": setting, "method": method, "size": len(sel),
+                         "dominance_top10_covariance": covariance_dominance(x),
+                         "dominance_top10_official": dominance_scores(x, (10,))[10], "sweep": sweep})
+            print(rows[-1], flush=True)
+    out = ROOT / "benchmarks" / "results" / "disf_fig3_dominance_before_after.csv"
+    pd.DataFrame(rows).to_csv(out, index=False)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
