@@ -51,7 +51,9 @@ def test_comparison_selections_cover_every_method_and_seed():
     assert np.array_equal(by["rater:b", 0].indices, np.sort(np.argsort(-scaled[:, 1])[:20]))
     assert by["intersection", 0].info["raters"] == 2 and 0.1 <= by["intersection", 0].info["per_rater_top_frac"] <= 1
     assert not np.array_equal(by["random", 0].indices, by["random", 1].indices)
-    assert np.array_equal(by["random", 1].indices, select_random(200, 0.1, 1))
+    # random: a seeded random order, then the same rule as every method (here the top 10%)
+    assert np.array_equal(by["random", 1].indices, np.sort(np.argsort(-np.random.default_rng(1).random(200))[:20]))
+    assert np.array_equal(by["intersection", 0].indices, select_intersection(scaled[:, :2], 0.1)[0])
     with pytest.raises(KeyError, match="zz"):
         comparison_selections(scaled, raters, w_star, 0.1, methods=["intersection"], seeds=[0],
                               intersection_raters=["zz"])

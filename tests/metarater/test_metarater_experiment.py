@@ -26,7 +26,9 @@ def test_raters_are_the_scores_without_merge_copies_scaled_to_0_5(documents, sco
     rater_scores, validation_ids, metrics = prepare_metarater_data(documents, scores, cfg)
     values = rater_scores[raters].to_numpy()
     assert np.isclose(values.min(axis=0), 0).all() and np.isclose(values.max(axis=0), 5).all()
-    assert metrics["candidates"] + metrics["validation_docs"] == len(documents) == len(rater_scores) + len(validation_ids)
+    assert metrics["candidates"] + metrics["validation_docs"] + metrics["test_docs"] == len(documents) \
+        == len(rater_scores) + len(validation_ids)
+    assert set(validation_ids["set"]) == {"validation", "test"} and metrics["validation_docs"] > 0
     assert not set(rater_scores["id"]) & set(validation_ids["id"])
     assert (documents["id"].to_numpy()[rater_scores["doc_row"]] == rater_scores["id"].to_numpy()).all()
     # Inverted: the document with the most non-alphabetic words scores 0.
