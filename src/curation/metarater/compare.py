@@ -108,7 +108,8 @@ def comparison_selections(scaled: np.ndarray, raters: Sequence[str], w_star: np.
     """Every (method, seed) of the Table 4 analogue, in a stable order. Each method yields a score per
     candidate and ``select`` (default: the top ``keep_frac``) turns it into a selection, so every method
     obeys the same rule (the paper's token budget with fixed domain proportions, by default in the
-    pipeline). ``intersection_raters``: only those present among ``raters`` are used (None = all)."""
+    pipeline). ``intersection_raters``: only those present among ``raters`` are used (None, or none
+    present: all)."""
     select = select or (lambda q: select_top(q, keep_frac))
     out: list[ComparisonSelection] = []
     fixed: dict[str, tuple[np.ndarray, dict[str, float]]] = {}
@@ -119,8 +120,9 @@ def comparison_selections(scaled: np.ndarray, raters: Sequence[str], w_star: np.
     if "intersection" in methods:
         use = list(raters) if intersection_raters is None else [r for r in intersection_raters if r in raters]
         if not use:
-            raise KeyError(f"metarater.comparisons.intersection_raters: none of {list(intersection_raters or [])} "
-                           f"is a rater; raters: {list(raters)}")
+            log.warning("metarater.comparisons.intersection_raters: none of %s is a rater; the intersection uses "
+                        "all %d raters", list(intersection_raters or []), len(raters))
+            use = list(raters)
         columns = [list(raters).index(r) for r in use]
         chosen = select(intersection_score(scaled[:, columns]))
         _, worst = intersection_order(scaled[:, columns])

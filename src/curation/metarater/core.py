@@ -228,7 +228,7 @@ def regression_warning(metrics: dict[str, float], prefix: str = "") -> Optional[
         return None
     return (f"the LightGBM regressor learned nothing ({'; '.join(what)}; {int(get('n_train'))} training proxies, "
             f"min_child_samples {int(get('min_child_samples'))}): w* is the mean of near-random candidates, "
-            "not a learned optimum. More proxies, regression.protocol=official or a smaller min_child_samples help "
+            "not a learned optimum. More proxies help, or regression.min_child_samples=null (auto) where it is fixed "
             "(benchmarks/results/metarater_regressor_protocols.csv)")
 
 
