@@ -28,8 +28,8 @@ OVERRIDES = [
     "metarater.num_proxies=12", "metarater.keep_frac=0.2", "metarater.validation.max_tokens=3000",
     "metarater.proxy.max_tokens=2048", "metarater.proxy.batch_size=4", "metarater.proxy.vocab_size=512",
     "metarater.proxy.tokenizer_docs=200", "metarater.proxy.num_threads=1",
-    # the raters never train on a reserved 10% of the reference corpus (= this sample's corpus): D_v comes from it
-    "scoring.training.holdout_fraction=0.1", "metarater.validation.fraction=0.05",
+    # the raters never train on a reserved 20% of the reference corpus (this sample comes from it): D_v does too
+    "scoring.training.holdout_fraction=0.2", "metarater.validation.fraction=0.05",
     "metarater.validation.test_fraction=0.05", "metarater.validation.test_max_tokens=3000",
     "metarater.regression.protocol=separate_early_stop",
     "metarater.regression.min_child_samples=1", "metarater.regression.test_frac=0.34",
