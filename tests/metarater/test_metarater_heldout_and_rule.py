@@ -133,3 +133,19 @@ def test_intersection_defaults_to_the_model_based_raters_and_the_rule_to_the_dom
         parse_metarater_config({"domain_proportions": {"web": 0.5}})
     with pytest.raises(ValueError, match="validation.path"):
         parse_metarater_config({"validation": {"source": "file"}})
+
+
+def test_the_run_summary_says_what_dv_is_and_warns_about_a_constant_regressor():
+    from curation.tracking.summary import RunRecord, build_sections
+
+    w = dirichlet_weights(32, 17, seed=0)
+    _, forced = fit_regressor(w, 3 + w[:, 0], RegressionConfig(min_child_samples=20))  # a forced constant model
+    data = {"candidates": 900.0, "validation_docs": 50.0, "validation_share_web": 0.42, "validation_share_books": 0.58,
+            "validation_max_share_gap": 0.004}
+    record = RunRecord(pipelines=["metarater"], params={"metarater": {"validation": {"source": "holdout"}}},
+                       metrics={"metarater_data_metrics": data,
+                                "metarater_regression_metrics": {f"regression_{k}": v for k, v in forced.items()}})
+    section = next(s for s in build_sections(record) if s.title == "metarater")
+    rows = dict(section.rows)
+    assert rows["held out"] == "D_v (holdout): 50 docs, books 58.0%, web 42.0% (max gap to the corpus 0.4 pt)"
+    assert rows["WARNING"].startswith("the LightGBM regressor learned nothing")
