@@ -72,3 +72,23 @@ def test_a_failing_proxy_is_reported_and_the_others_are_kept(documents, scores, 
                                         _config(retry_failed=True), tmp_path)
     assert retried["status"].tolist() == ["ok"] * 4 and metrics["proxies_trained"] == 1
     assert retried.loc[[0, 2, 3], "val_loss"].tolist() == table.loc[[0, 2, 3], "val_loss"].tolist()
+
+
+def test_the_final_selection_keeps_the_token_budget_and_the_domain_mix(documents, scores, tmp_path):
+    """select_with_optimal_weights (the pipeline's final selection) under the default rule: keep_frac of the
+    candidates' proxy-tokenizer tokens, each category at its share of the candidates' tokens."""
+    import pandas as pd
+
+    from curation.metarater.experiment import select_with_optimal_weights
+
+    cfg = _config(keep_frac=0.5)
+    rater_scores, validation_ids, _ = prepare_metarater_data(documents, scores, cfg)
+    raters = rater_columns(scores, None)
+    weights = pd.DataFrame({"rank": range(1, len(raters) + 1), "rater": raters,
+                            "weight_pct": 100.0 * np.arange(1, len(raters) + 1) / sum(range(1, len(raters) + 1))})
+    selected, metrics = select_with_optimal_weights(weights, rater_scores, documents, validation_ids, cfg, tmp_path)
+    assert abs(metrics["budget_error"]) < 0.01 and metrics["domain_share_max_gap"] < 0.01
+    assert metrics["selected_docs"] == len(selected) and not set(selected["id"]) & set(validation_ids["id"])
+    top = _config(keep_frac=0.5, selection_rule="top_frac")
+    selected_top, _ = select_with_optimal_weights(weights, rater_scores, documents, validation_ids, top, tmp_path)
+    assert len(selected_top) == round(0.5 * len(rater_scores))  # the global top-k stays an option

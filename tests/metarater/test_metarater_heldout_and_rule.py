@@ -149,3 +149,17 @@ def test_the_run_summary_says_what_dv_is_and_warns_about_a_constant_regressor():
     rows = dict(section.rows)
     assert rows["held out"] == "D_v (holdout): 50 docs, books 58.0%, web 42.0% (max gap to the corpus 0.4 pt)"
     assert rows["WARNING"].startswith("the LightGBM regressor learned nothing")
+
+
+def test_the_rater_holdout_is_off_by_default_and_keeps_existing_rater_digests(corpus):
+    from curation.scoring.reference import _training_params
+    from curation.scoring.training_sets import build_training_set, holdout_rows
+
+    cfg = ScoringConfig()
+    assert cfg.training.holdout_fraction == 0 and "holdout_fraction" not in _training_params(cfg)
+    assert not holdout_rows(corpus["id"].tolist(), 0.0).any()
+    cfg.training.holdout_fraction = 0.1
+    held = holdout_rows(corpus["id"].tolist(), 0.1)
+    assert 0.09 < held.mean() < 0.11 and _training_params(cfg)["holdout_fraction"] == 0.1
+    ts = build_training_set(corpus, cfg.training)
+    assert not set(ts.positive_ids + ts.negative_ids) & set(corpus.loc[held, "id"])
