@@ -98,7 +98,7 @@ def _proxy(job):
 
 
 def run(args) -> None:
-    from curation.metarater.compare import comparison_selections, paired_differences, summarize
+    from curation.metarater.compare import comparison_selections, paired_differences
     from curation.metarater.config import parse_metarater_config
     from curation.metarater.experiment import (_setup, compare_selections, draw_proxy_weights, fit_loss_regressor,
                                                search_optimal_weights, select_with_optimal_weights, train_proxies)

@@ -15,7 +15,6 @@ from curation.metarater.compare import (
     gaps_to_metarater,
     rank_fraction,
     select_intersection,
-    select_random,
     summarize,
 )
 

@@ -3,7 +3,6 @@ the paper's selection rule (token budget, fixed domain proportions); the model-b
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pandas as pd
