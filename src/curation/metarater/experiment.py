@@ -213,7 +213,7 @@ def _setup(documents: pd.DataFrame, rater_scores: pd.DataFrame, validation_ids: 
     raters, scaled, doc_rows = _split(rater_scores)
     held = _held_frame(documents, validation_ids)
     external = None
-    if cfg.validation.source == "file" or cfg.validation.path is not None:
+    if cfg.validation.source == "file":
         path = Path(cfg.validation.path)
         path = path if path.is_absolute() else project_root() / path
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_json(path, lines=True)
