@@ -162,3 +162,17 @@ def test_the_rater_holdout_is_off_by_default_and_keeps_existing_rater_digests(co
     assert 0.09 < held.mean() < 0.11 and _training_params(cfg)["holdout_fraction"] == 0.1
     ts = build_training_set(corpus, cfg.training)
     assert not set(ts.positive_ids + ts.negative_ids) & set(corpus.loc[held, "id"])
+
+
+def test_a_rater_holdout_never_reuses_a_reference_rater_trained_on_the_held_out_rows():
+    """Every reference artifact the raters load (fastText x2, DSIR targets; the heads share _training_params)
+    gets a new digest under a hold-out, so a D_v drawn from the reserved rows is not in a reused rater's data."""
+    from curation.embedding.artifacts import spec_digest
+    from curation.scoring.reference import _training_params, dsir_spec, fasttext_spec
+
+    off, on = ScoringConfig(), ScoringConfig()
+    on.training.holdout_fraction = 0.1
+    for spec in (lambda c: fasttext_spec("fasttext_dclm", c), lambda c: fasttext_spec("fasttext_ultrafineweb", c),
+                 dsir_spec):
+        assert spec_digest(spec(off)) != spec_digest(spec(on))
+    assert _training_params(off) != _training_params(on)  # heads_spec hashes these

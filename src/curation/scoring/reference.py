@@ -206,6 +206,8 @@ def heads_spec(cfg: "ScoringConfig", embedding) -> dict[str, Any]:
 def dsir_spec(cfg: "ScoringConfig") -> dict[str, Any]:
     params = {"targets": cfg.dsir.targets, "raw_categories": cfg.dsir.raw_categories,
               "model": {k: v for k, v in asdict(cfg.dsir.model).items() if k != "target"}}
+    if cfg.training.holdout_fraction:  # the targets leave the reserved hold-out out (none: the digest as before)
+        params["holdout"] = {"fraction": cfg.training.holdout_fraction, "salt": cfg.training.holdout_salt}
     return _spec("ref-dsir", cfg, params, ("scikit-learn", "numpy"))
 
 
