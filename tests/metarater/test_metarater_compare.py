@@ -15,7 +15,6 @@ from curation.metarater.compare import (
     gaps_to_metarater,
     rank_fraction,
     select_intersection,
-    select_random,
     summarize,
 )
 
@@ -51,10 +50,14 @@ def test_comparison_selections_cover_every_method_and_seed():
     assert np.array_equal(by["rater:b", 0].indices, np.sort(np.argsort(-scaled[:, 1])[:20]))
     assert by["intersection", 0].info["raters"] == 2 and 0.1 <= by["intersection", 0].info["per_rater_top_frac"] <= 1
     assert not np.array_equal(by["random", 0].indices, by["random", 1].indices)
-    assert np.array_equal(by["random", 1].indices, select_random(200, 0.1, 1))
-    with pytest.raises(KeyError, match="zz"):
-        comparison_selections(scaled, raters, w_star, 0.1, methods=["intersection"], seeds=[0],
-                              intersection_raters=["zz"])
+    # random: a seeded random order, then the same rule as every method (here the top 10%)
+    assert np.array_equal(by["random", 1].indices, np.sort(np.argsort(-np.random.default_rng(1).random(200))[:20]))
+    assert np.array_equal(by["intersection", 0].indices, select_intersection(scaled[:, :2], 0.1)[0])
+    # none of the named raters scored (e.g. the model-based ones on a RedPajama-only run): all raters, not an error
+    [fallback] = comparison_selections(scaled, raters, w_star, 0.1, methods=["intersection"], seeds=[0],
+                                       single_raters=False, intersection_raters=["zz"])
+    assert fallback.info["raters"] == 3
+    assert np.array_equal(fallback.indices, select_intersection(scaled, 0.1)[0])
 
 
 def test_eval_store_trains_each_selection_and_seed_once(tmp_path):

@@ -25,7 +25,10 @@ def test_yaml_mirrors_the_preset(name):
 
 def test_presets_have_the_issue_sizes():
     quick, paper = PRESETS["quick"], PRESETS["paper"]
-    assert (quick.num_proxies, quick.keep_frac) == (32, 0.15)
+    # N=64: the least N whose official-protocol regression learns on the synthetic benchmark (issue #27)
+    assert (quick.num_proxies, quick.keep_frac) == (64, 0.15)
+    assert quick.regression.protocol == paper.regression.protocol == "official"
+    assert quick.regression.early_stopping_rounds == paper.regression.early_stopping_rounds == 5
     assert (quick.search.n_candidates, quick.search.top_k) == (200_000, 128)
     assert (paper.num_proxies, paper.search.n_candidates) == (256, 1_000_000)
     lm = paper.proxy.pretrain_config()

@@ -85,15 +85,16 @@ def test_search_and_dirichlet_defaults_are_the_papers():
 
 
 def test_fit_regressor_splits_metrics_and_settings_by_hand():
-    """The splits are the first n_test / next n_stop rows of a permutation seeded with config.seed; the
-    metrics are recomputed here from those rows; the LightGBM and ridge settings reach the model."""
+    """protocol=separate_early_stop: the splits are the first n_test / next n_stop rows of a permutation
+    seeded with config.seed; the metrics are recomputed here from those rows; the LightGBM and ridge
+    settings reach the model."""
     from scipy.stats import spearmanr
 
     w = dirichlet_weights(40, 3, seed=2)
     losses = 3.0 + 4.0 * ((w - np.array([0.6, 0.3, 0.1])) ** 2).sum(axis=1)
     cfg = RegressionConfig(n_estimators=400, learning_rate=0.07, min_child_samples=3, num_leaves=7,
                            early_stopping_rounds=5, test_frac=0.25, early_stop_frac=0.2, seed=11,
-                           extra={"min_data_in_bin": 2})
+                           extra={"min_data_in_bin": 2}, protocol="separate_early_stop")
     model, m = fit_regressor(w, losses, cfg)
     order = np.random.default_rng(11).permutation(40)
     test, train = order[:10], order[18:]
@@ -110,14 +111,17 @@ def test_fit_regressor_splits_metrics_and_settings_by_hand():
     # early stopping on its own split stopped well before 400 rounds, and the metric is that iteration
     assert 0 < model.best_iteration_ < 400 and m["best_iteration"] == model.best_iteration_
 
-    ridge, rm = fit_regressor(w, losses, RegressionConfig(model="ridge", test_frac=0.25, early_stop_frac=0.2, seed=11))
+    ridge, rm = fit_regressor(w, losses, RegressionConfig(model="ridge", test_frac=0.25, early_stop_frac=0.2, seed=11,
+                                                                 protocol="separate_early_stop"))
     assert np.allclose(ridge.alphas, np.logspace(-5, 2, 29)) and np.isnan(rm["best_iteration"])
     assert rm["n_train"] == 30  # train + early-stop rows: the ridge has no early stopping
     # smallest case: 4 proxies split 1 test / 1 early-stop / 2 train (the ridge fits on 3); a test split of 2
     # or fewer has no rank correlation
-    _, tiny = fit_regressor(w[:4], losses[:4], RegressionConfig(model="ridge", test_frac=0.25, early_stop_frac=0.25))
+    _, tiny = fit_regressor(w[:4], losses[:4], RegressionConfig(model="ridge", test_frac=0.25, early_stop_frac=0.25,
+                                                                  protocol="separate_early_stop"))
     assert (tiny["n_test"], tiny["n_early_stop"], tiny["n_train"]) == (1, 1, 3) and np.isnan(tiny["spearman_test"])
-    _, two = fit_regressor(w[:8], losses[:8], RegressionConfig(model="ridge", test_frac=0.25, early_stop_frac=0.25))
+    _, two = fit_regressor(w[:8], losses[:8], RegressionConfig(model="ridge", test_frac=0.25, early_stop_frac=0.25,
+                                                                  protocol="separate_early_stop"))
     assert two["n_test"] == 2 and np.isnan(two["spearman_test"])
     with pytest.raises(ValueError, match="5 weight vectors but 4 losses"):  # 5 rows of 3 raters
         fit_regressor(w[:5], losses[:4], cfg)
@@ -135,7 +139,8 @@ def test_regressor_beats_constant_and_search_finds_the_optimum():
                                                                    early_stopping_rounds=20))
     assert metrics["mae_test"] < 0.5 * metrics["mae_test_constant"]
     assert metrics["spearman_test"] > 0.8
-    assert metrics["n_train"] + metrics["n_early_stop"] + metrics["n_test"] == 400
+    # the official protocol: the last 20% both early-stop and test
+    assert metrics["n_train"] + metrics["n_test"] == 400 and metrics["n_early_stop"] == metrics["n_test"] == 80
     w_star, top = search_weights(model, 3, n_candidates=20_000, top_k=128, batch=8_000)
     assert abs(w_star.sum() - 1) < 1e-9 and len(top) == 128
     assert np.abs(w_star - optimum).max() < 0.12
@@ -166,7 +171,9 @@ def test_unknown_regression_model_names_the_key():
 
 def test_too_few_proxies_is_a_clear_error():
     with pytest.raises(ValueError, match="too few"):
-        fit_regressor(np.ones((3, 2)) / 2, np.ones(3), RegressionConfig())
+        fit_regressor(np.ones((3, 2)) / 2, np.ones(3), RegressionConfig(protocol="separate_early_stop"))
+    with pytest.raises(ValueError, match="too few"):
+        fit_regressor(np.ones((2, 2)) / 2, np.ones(2), RegressionConfig())
 
 
 def test_sweep_resumes_and_isolates_failures(tmp_path):

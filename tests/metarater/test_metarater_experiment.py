@@ -26,7 +26,9 @@ def test_raters_are_the_scores_without_merge_copies_scaled_to_0_5(documents, sco
     rater_scores, validation_ids, metrics = prepare_metarater_data(documents, scores, cfg)
     values = rater_scores[raters].to_numpy()
     assert np.isclose(values.min(axis=0), 0).all() and np.isclose(values.max(axis=0), 5).all()
-    assert metrics["candidates"] + metrics["validation_docs"] == len(documents) == len(rater_scores) + len(validation_ids)
+    assert metrics["candidates"] + metrics["validation_docs"] + metrics["test_docs"] == len(documents) \
+        == len(rater_scores) + len(validation_ids)
+    assert set(validation_ids["set"]) == {"validation", "test"} and metrics["validation_docs"] > 0
     assert not set(rater_scores["id"]) & set(validation_ids["id"])
     assert (documents["id"].to_numpy()[rater_scores["doc_row"]] == rater_scores["id"].to_numpy()).all()
     # Inverted: the document with the most non-alphabetic words scores 0.
@@ -70,3 +72,23 @@ def test_a_failing_proxy_is_reported_and_the_others_are_kept(documents, scores, 
                                         _config(retry_failed=True), tmp_path)
     assert retried["status"].tolist() == ["ok"] * 4 and metrics["proxies_trained"] == 1
     assert retried.loc[[0, 2, 3], "val_loss"].tolist() == table.loc[[0, 2, 3], "val_loss"].tolist()
+
+
+def test_the_final_selection_keeps_the_token_budget_and_the_domain_mix(documents, scores, tmp_path):
+    """select_with_optimal_weights (the pipeline's final selection) under the default rule: keep_frac of the
+    candidates' proxy-tokenizer tokens, each category at its share of the candidates' tokens."""
+    import pandas as pd
+
+    from curation.metarater.experiment import select_with_optimal_weights
+
+    cfg = _config(keep_frac=0.5)
+    rater_scores, validation_ids, _ = prepare_metarater_data(documents, scores, cfg)
+    raters = rater_columns(scores, None)
+    weights = pd.DataFrame({"rank": range(1, len(raters) + 1), "rater": raters,
+                            "weight_pct": 100.0 * np.arange(1, len(raters) + 1) / sum(range(1, len(raters) + 1))})
+    selected, metrics = select_with_optimal_weights(weights, rater_scores, documents, validation_ids, cfg, tmp_path)
+    assert abs(metrics["budget_error"]) < 0.01 and metrics["domain_share_max_gap"] < 0.01
+    assert metrics["selected_docs"] == len(selected) and not set(selected["id"]) & set(validation_ids["id"])
+    top = _config(keep_frac=0.5, selection_rule="top_frac")
+    selected_top, _ = select_with_optimal_weights(weights, rater_scores, documents, validation_ids, top, tmp_path)
+    assert len(selected_top) == round(0.5 * len(rater_scores))  # the global top-k stays an option

@@ -52,7 +52,8 @@ def test_token_table_windows_equal_the_packed_dataset(documents, tmp_path):
 
 
 def test_a_proxy_trained_on_held_out_like_data_has_the_lower_validation_loss(documents, tmp_path):
-    validation = ValidationConfig(categories=["encyclopedic"], labels=[], fraction=0.3, max_tokens=4096)
+    validation = ValidationConfig(source="high_quality", categories=["encyclopedic"], labels=[], fraction=0.3,
+                                  max_tokens=4096)
     groups = hold_out_validation(documents, validation)
     proxy = ProxyConfig(max_tokens=16 * 8 * 128, batch_size=8, lr=3e-3, vocab_size=512, tokenizer_docs=300,
                         num_threads=1)
@@ -74,7 +75,7 @@ def test_a_proxy_trained_on_held_out_like_data_has_the_lower_validation_loss(doc
     # metarater.validation.path: an external D_v, tokenised with the same tokenizer, cut at max_tokens.
     external = build_bench(documents["text"].tolist(), groups, proxy, validation, tmp_path,
                            external_validation=documents.loc[documents["category"] == "books", "text"].tolist())
-    assert list(external.validation_groups) == ["external"] and len(external.validation.stream) == 4096
+    assert list(external.validation_groups) == ["external"] and len(external.validation["external"].stream) == 4096
     with pytest.raises(ValueError, match="less than one batch"):
         bench.evaluate(encyclopedic[:1])
     pd.testing.assert_series_equal(groups, hold_out_validation(documents, validation))

@@ -38,12 +38,16 @@ def test_metarater_table1_ranks_methods_and_states_the_gap_in_standard_errors():
     runs = pd.DataFrame([_run("old", 1), _run("new", 2, gap_uniform_minus_metarater=0.10,
                                                gap_uniform_minus_metarater_in_se=5.8,
                                                regression_spearman_test=0.7, regression_spearman_cv=0.6,
-                                               regression_proxies=32)])
+                                               regression_proxies=32,
+                                               diff_uniform_minus_metarater_test_loss_mean=0.035,
+                                               diff_uniform_minus_metarater_test_loss_se=0.026)])
     report = build_report("metarater_table1", runs, {}, {"new": _metarater_tables(), "old": {}})
     assert list(report.table["method"]) == ["metarater", "uniform", "rater:edu", "random"]
     assert list(report.table["kind"]) == ["Meta-rater (w*)", "combination", "single rater", "combination"]
     text = " ".join(report.notes)
     assert "uniform - metarater = +0.1000" in text and "5.8 standard errors" in text
+    # issue #27: the judge set's paired difference is reported beside the D_v gap
+    assert "Judge set (held out, never fitted to): uniform - metarater = +0.0350 +- 0.0260" in text and "1.3 SE" in text
     assert "LightGBM regressor: Spearman rho 0.700" in text and "2398 documents" in text
     assert report.paper is not None and "Meta-rater All (25)" in set(report.paper["method"])
 

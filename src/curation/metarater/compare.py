@@ -1,6 +1,8 @@
 """What Meta-rater's w* is compared against (seeds/004 Sec. 5.1-5.2, Table 4, Fig. 2), and how.
 
-Selections of ``k = round(keep_frac * n)`` candidates, each a sorted index array:
+Every method scores the candidates and one rule selects from the score (the pipeline's
+``metarater.selection_rule``: a token budget with fixed domain proportions, or the top
+``keep_frac``), so all selections have the same size and mix; each is a sorted index array:
 
 - ``metarater``: top-k by ``w* . q`` (:func:`curation.metarater.select_top`);
 - ``uniform``: the Mean baseline, top-k by the arithmetic mean of the scaled raters;
@@ -9,7 +11,7 @@ Selections of ``k = round(keep_frac * n)`` candidates, each a sorted index array
   i.e. the k documents with the best *worst* per-rater rank (ties: best mean
   rank, then document order); the p reached is reported (the paper could only
   intersect 4 raters before the data ran out, Table 4 footnote);
-- ``random``: k candidates uniformly at random (seeded);
+- ``random``: candidates in a seeded random order;
 - ``rater:<name>``: top-k by one rater alone.
 
 Each selection is evaluated by training one proxy per seed; :class:`EvalStore`
@@ -58,12 +60,26 @@ def rank_fraction(scaled: np.ndarray) -> np.ndarray:
     return out
 
 
+def intersection_order(scaled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Documents best first by their worst per-rater rank (ties: best mean rank, then document order),
+    and each document's worst rank fraction (the per-rater top-p it needs)."""
+    ranks = rank_fraction(scaled)
+    worst, mean = ranks.max(axis=1), ranks.mean(axis=1)
+    return np.lexsort((np.arange(len(scaled)), mean, worst)), worst  # last key is primary
+
+
+def intersection_score(scaled: np.ndarray) -> np.ndarray:
+    """A score whose top-k are the k documents of the intersection of the relaxed per-rater top-p sets."""
+    order, _ = intersection_order(scaled)
+    score = np.empty(len(scaled))
+    score[order] = -np.arange(len(scaled), dtype="float64")
+    return score
+
+
 def select_intersection(scaled: np.ndarray, keep_frac: float) -> tuple[np.ndarray, float]:
     """The k documents with the best worst-case per-rater rank, and the per-rater top fraction p it needed."""
-    ranks = rank_fraction(scaled)
+    order, worst = intersection_order(scaled)
     k = max(1, int(round(len(scaled) * keep_frac)))
-    worst, mean = ranks.max(axis=1), ranks.mean(axis=1)
-    order = np.lexsort((np.arange(len(scaled)), mean, worst))  # last key is primary
     chosen = order[:k]
     return np.sort(chosen), float(worst[chosen].max())
 
@@ -81,30 +97,42 @@ class ComparisonSelection:
     info: dict[str, float]
 
 
+Select = Callable[[np.ndarray], np.ndarray]  # a score per candidate -> sorted chosen candidate indices
+
+
 def comparison_selections(scaled: np.ndarray, raters: Sequence[str], w_star: np.ndarray, keep_frac: float, *,
                           methods: Sequence[str], seeds: Sequence[int], single_raters: bool = True,
                           single_rater_seeds: Sequence[int] = (0,),
-                          intersection_raters: Optional[Sequence[str]] = None) -> list[ComparisonSelection]:
-    """Every (method, seed) of the Table 4 analogue, in a stable order."""
+                          intersection_raters: Optional[Sequence[str]] = None,
+                          select: Optional[Select] = None) -> list[ComparisonSelection]:
+    """Every (method, seed) of the Table 4 analogue, in a stable order. Each method yields a score per
+    candidate and ``select`` (default: the top ``keep_frac``) turns it into a selection, so every method
+    obeys the same rule (the paper's token budget with fixed domain proportions, by default in the
+    pipeline). ``intersection_raters``: only those present among ``raters`` are used (None, or none
+    present: all)."""
+    select = select or (lambda q: select_top(q, keep_frac))
     out: list[ComparisonSelection] = []
     fixed: dict[str, tuple[np.ndarray, dict[str, float]]] = {}
     if "metarater" in methods:
-        fixed["metarater"] = (select_top(aggregate(scaled, w_star), keep_frac), {})
+        fixed["metarater"] = (select(aggregate(scaled, w_star)), {})
     if "uniform" in methods:
-        fixed["uniform"] = (select_top(aggregate(scaled, uniform_weights(len(raters))), keep_frac), {})
+        fixed["uniform"] = (select(aggregate(scaled, uniform_weights(len(raters)))), {})
     if "intersection" in methods:
-        use = list(raters) if intersection_raters is None else list(intersection_raters)
-        missing = [r for r in use if r not in raters]
-        if missing:
-            raise KeyError(f"metarater.comparisons.intersection_raters: {missing[0]!r} is not a rater; "
-                           f"raters: {list(raters)}")
+        use = list(raters) if intersection_raters is None else [r for r in intersection_raters if r in raters]
+        if not use:
+            log.warning("metarater.comparisons.intersection_raters: none of %s is a rater; the intersection uses "
+                        "all %d raters", list(intersection_raters or []), len(raters))
+            use = list(raters)
         columns = [list(raters).index(r) for r in use]
-        chosen, p = select_intersection(scaled[:, columns], keep_frac)
-        fixed["intersection"] = (chosen, {"per_rater_top_frac": p, "raters": float(len(columns))})
+        chosen = select(intersection_score(scaled[:, columns]))
+        _, worst = intersection_order(scaled[:, columns])
+        fixed["intersection"] = (chosen, {"per_rater_top_frac": float(worst[chosen].max()),
+                                          "raters": float(len(columns))})
     for method in methods:
         for seed in seeds:
             if method == "random":
-                out.append(ComparisonSelection("random", select_random(len(scaled), keep_frac, seed), seed, {}))
+                noise = np.random.default_rng(seed).random(len(scaled))
+                out.append(ComparisonSelection("random", select(noise), seed, {}))
             else:
                 indices, info = fixed[method]
                 out.append(ComparisonSelection(method, indices, seed, info))
@@ -112,7 +140,7 @@ def comparison_selections(scaled: np.ndarray, raters: Sequence[str], w_star: np.
         for j, name in enumerate(raters):
             onehot = np.zeros(len(raters))
             onehot[j] = 1.0
-            indices = select_top(aggregate(scaled, onehot), keep_frac)
+            indices = select(aggregate(scaled, onehot))
             out.extend(ComparisonSelection(f"rater:{name}", indices, seed, {}) for seed in single_rater_seeds)
     return out
 
@@ -152,12 +180,42 @@ class EvalStore:
         return {**result, "reused": False}
 
 
-def summarize(table: pd.DataFrame) -> pd.DataFrame:
-    """Mean, std (ddof=1; 0 for one seed) and count of ``val_loss`` per method, best first."""
-    grouped = table.groupby("method", sort=False)["val_loss"]
+def summarize(table: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
+    """Mean, std (ddof=1; 0 for one seed) and count of ``column`` per method, best first; with a judge set
+    (``test_loss``), its mean and SE per method beside it."""
+    grouped = table.groupby("method", sort=False)[column]
     out = pd.DataFrame({"val_loss_mean": grouped.mean(), "val_loss_std": grouped.std(ddof=1).fillna(0.0),
-                        "seeds": grouped.count()}).reset_index()
-    return out.sort_values(["val_loss_mean", "method"], kind="stable").reset_index(drop=True)
+                        "seeds": grouped.count()})
+    if "test_loss" in table and table["test_loss"].notna().any():
+        test = table.groupby("method", sort=False)["test_loss"]
+        out["test_loss_mean"] = test.mean()
+        out["test_loss_se"] = (test.std(ddof=1) / np.sqrt(test.count())).fillna(0.0)
+    out = out.reset_index()
+    key = "test_loss_mean" if "test_loss_mean" in out else "val_loss_mean"
+    return out.sort_values([key, "method"], kind="stable").reset_index(drop=True)
+
+
+def paired_differences(table: pd.DataFrame, columns: Sequence[str], reference: str = "metarater") -> pd.DataFrame:
+    """For each other method and loss column: the mean over proxy seeds of (other - ``reference``) on the
+    same seed (> 0: the reference is lower), its standard error (sd / sqrt(seeds)) and the seed count.
+    Only seeds both methods ran count."""
+    rows = []
+    if reference not in set(table["method"]):
+        return pd.DataFrame(columns=["method", "loss", "diff_mean", "diff_se", "seeds"])
+    ref = table[table["method"] == reference].set_index("seed")
+    for method in [m for m in table["method"].unique() if m != reference]:
+        other = table[table["method"] == method].set_index("seed")
+        seeds = ref.index.intersection(other.index)
+        for column in columns:
+            if column not in table or len(seeds) == 0:
+                continue
+            d = (other.loc[seeds, column] - ref.loc[seeds, column]).astype(float).dropna()
+            if len(d) == 0:
+                continue
+            se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+            rows.append({"method": method, "loss": column, "diff_mean": float(d.mean()), "diff_se": se,
+                         "seeds": float(len(d))})
+    return pd.DataFrame(rows, columns=["method", "loss", "diff_mean", "diff_se", "seeds"])
 
 
 def gaps_to_metarater(summary: pd.DataFrame) -> dict[str, float]:

@@ -23,11 +23,14 @@ import pandas as pd
 
 from curation.metarater.analysis import cross_validated_spearman, weight_pca
 from curation.metarater.compare import EvalStore, ComparisonSelection, comparison_selections, gaps_to_metarater
-from curation.metarater.compare import summarize, uniform_weights
+from curation.metarater.compare import paired_differences, summarize, uniform_weights
 from curation.metarater.compare import weights_for_n
 from curation.metarater.config import MetaraterConfig
-from curation.metarater.core import aggregate, dirichlet_weights, fit_regressor, minmax_scale, search_weights
-from curation.metarater.proxy import ProxyBench, array_hash, build_bench, fingerprint, hold_out_validation
+from curation.metarater.core import aggregate, dirichlet_weights, domain_token_shares, minmax_scale
+from curation.metarater.core import fit_regressor, regression_warning, search_weights, select_domain_budget
+from curation.metarater.core import validation_description  # noqa: F401  (re-exported for the nodes)
+from curation.metarater.proxy import TEST, VALIDATION, ProxyBench, array_hash, build_bench, fingerprint
+from curation.metarater.proxy import held_out_sets, makeup
 from curation.metarater.sweep import ProxySweep
 from curation.selection.corpus import top_fraction
 from curation.paths import project_root
@@ -61,25 +64,51 @@ def rater_columns(scores: pd.DataFrame, raters: Optional[list[str]]) -> list[str
     return [c for c in numeric if c != "quality" and not c.endswith(MERGE_COPY_SUFFIX)]
 
 
-def prepare_metarater_data(documents: pd.DataFrame, scores: pd.DataFrame,
-                           cfg: MetaraterConfig) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """Split off the validation set; return the candidates' raters min-max scaled to [0, 5]
-    (``id``, ``doc_row`` = row in ``documents``, one column per rater), the held-out ``id``/``group``
-    and counts (candidates, validation documents per group, NaN scores filled with the rater's minimum)."""
+def rater_training_ids(scoring: Any, documents: pd.DataFrame) -> set[str]:
+    """Ids of every document some rater of ``scoring`` (a ``ScoringConfig`` or its mapping) trains on: the
+    reference corpus's training rows (``scoring.training.source=reference``), or the scored corpus's own
+    (``source=corpus``; it then needs ``quality_label`` and ``extra``/``category``)."""
+    from curation.scoring.config import ScoringConfig, scoring_config_from_dict
+    from curation.scoring.reference import training_ids
+
+    cfg = scoring if isinstance(scoring, ScoringConfig) else scoring_config_from_dict(dict(scoring or {}))
+    reference = None
+    if cfg.training.source == "corpus":
+        reference = documents.reset_index(drop=True)
+        if "quality_label" not in reference:
+            reference = reference.assign(quality_label=np.nan)
+    ids = training_ids(cfg, reference)
+    return set().union(*ids.values()) if ids else set()
+
+
+def prepare_metarater_data(documents: pd.DataFrame, scores: pd.DataFrame, cfg: MetaraterConfig,
+                           trained_ids: Optional[set[str]] = None
+                           ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
+    """Split off the held-out sets (D_v and the judge set, :func:`curation.metarater.proxy.held_out_sets`);
+    return the candidates' raters min-max scaled to [0, 5] (``id``, ``doc_row`` = row in ``documents``,
+    ``category``, one column per rater), the held-out ``id``/``set``/``group`` and counts (candidates,
+    held-out documents per set and category with the corpus's shares beside them, NaN scores filled with
+    the rater's minimum). ``trained_ids``: ids some rater trained on (:func:`rater_training_ids`); no held-out
+    document is among them (checked)."""
     if len(scores) != len(documents) or not (scores["id"].to_numpy() == documents["id"].to_numpy()).all():
         raise ValueError("scores are not aligned with documents (same ids in the same order); re-run scoring")
     raters = rater_columns(scores, cfg.raters)
     unknown = [r for r in cfg.invert if r not in raters]
     if unknown:
         raise KeyError(f"metarater.invert: {unknown[0]!r} is not a rater; raters: {raters}")
-    if cfg.validation.path is None:
-        groups = hold_out_validation(documents, cfg.validation)
-    else:
-        groups = pd.Series(pd.NA, index=documents.index, dtype="string")
-    candidate = groups.isna().to_numpy()
+    trained = documents["id"].isin(trained_ids or set()).to_numpy()
+    held = held_out_sets(documents, cfg.validation, trained)
+    clean_sets = [VALIDATION, TEST] if cfg.validation.source == "holdout" else [TEST]
+    leaked = (held["set"].isin(clean_sets).fillna(False).to_numpy() & trained).sum()
+    if leaked:  # held_out_sets draws from untrained rows only: this guards that promise
+        raise AssertionError(f"{leaked} held-out documents are in a rater's training data")
+    candidate = held["set"].isna().to_numpy()
     raw = scores.loc[candidate, raters].to_numpy(dtype="float64")
-    metrics: dict[str, float] = {"candidates": float(candidate.sum()), "validation_docs": float((~candidate).sum()),
-                                 "raters": float(len(raters))}
+    metrics: dict[str, float] = {"candidates": float(candidate.sum()),
+                                 "validation_docs": float((held["set"] == VALIDATION).sum()),
+                                 "test_docs": float((held["set"] == TEST).sum()), "raters": float(len(raters)),
+                                 "validation_clean": float(cfg.validation.source == "holdout"),
+                                 "rater_training_docs_in_corpus": float(trained.sum())}
     for j, name in enumerate(raters):
         bad = ~np.isfinite(raw[:, j])
         if bad.any():  # a rater that could not score a document ranks it last
@@ -90,17 +119,23 @@ def prepare_metarater_data(documents: pd.DataFrame, scores: pd.DataFrame,
         j = raters.index(name)
         scaled[:, j] = 5.0 - scaled[:, j]
     rater_scores = pd.DataFrame(scaled, columns=raters)
+    categories = documents[cfg.validation.category_column].astype("string").fillna("unknown") \
+        if cfg.validation.category_column in documents else pd.Series("all", index=documents.index)
+    rater_scores.insert(0, "category", categories.to_numpy(dtype=str)[candidate])
     rater_scores.insert(0, "doc_row", np.flatnonzero(candidate))
     rater_scores.insert(0, "id", documents["id"].to_numpy()[candidate])
-    held = groups.dropna()
-    validation_ids = pd.DataFrame({"id": documents["id"].to_numpy()[~candidate], "group": held.to_numpy(dtype=str)})
-    for name, count in held.value_counts().items():
-        metrics[f"validation_docs_{name}"] = float(count)
+    out = held[held["set"].notna()]
+    validation_ids = pd.DataFrame({"id": documents["id"].to_numpy()[~candidate],
+                                   "set": out["set"].to_numpy(dtype=str), "group": out["group"].to_numpy(dtype=str)})
+    metrics.update(makeup(documents, held, cfg.validation.category_column))
+    if cfg.validation.source == "high_quality":
+        for name, count in out.loc[out["set"] == VALIDATION, "group"].value_counts().items():
+            metrics[f"validation_docs_{name}"] = float(count)
     return rater_scores, validation_ids, metrics
 
 
 def _split(rater_scores: pd.DataFrame) -> tuple[list[str], np.ndarray, np.ndarray]:
-    raters = [c for c in rater_scores.columns if c not in ("id", "doc_row")]
+    raters = [c for c in rater_scores.columns if c not in ("id", "doc_row", "category")]
     return raters, rater_scores[raters].to_numpy(dtype="float64"), rater_scores["doc_row"].to_numpy(dtype=np.int64)
 
 
@@ -125,25 +160,60 @@ class _Setup:
     bench: ProxyBench
     work_dir: Path
     bench_key: str  # everything a proxy's loss depends on except its selection and seed
+    categories: np.ndarray  # candidate -> category
 
     def rows(self, candidate_indices: np.ndarray) -> np.ndarray:
         return self.doc_rows[np.asarray(candidate_indices)]
 
     @property
+    def lengths(self) -> np.ndarray:
+        """Tokens (proxy tokenizer, EOS included) of each candidate."""
+        return self.bench.table.lengths(self.doc_rows)
+
+    @property
+    def proportions(self) -> dict[str, float]:
+        """The fixed domain proportions: ``metarater.domain_proportions`` or the candidates' token shares."""
+        if self.cfg.domain_proportions is not None:
+            return dict(self.cfg.domain_proportions)
+        return domain_token_shares(self.categories, self.lengths)
+
+    @property
+    def budget_tokens(self) -> float:
+        return float(self.cfg.keep_frac * self.lengths.sum())
+
+    def select(self, score: np.ndarray) -> np.ndarray:
+        """Candidates chosen by ``score`` under ``metarater.selection_rule``: the paper's token budget
+        (keep_frac of the candidates' tokens) with fixed domain proportions, or the top keep_frac documents."""
+        if self.cfg.selection_rule == "top_frac":
+            return top_fraction(score, self.cfg.keep_frac)
+        return select_domain_budget(score, self.categories, self.lengths, self.budget_tokens, self.proportions)
+
+    @property
     def sweep_dir(self) -> Path:
         cfg = self.cfg
-        key = fingerprint(self.bench_key, array_hash(self.scaled), cfg.keep_frac, cfg.alpha, cfg.seed, cfg.proxy.seed)
+        rule = [cfg.selection_rule, cfg.domain_proportions] if cfg.selection_rule != "top_frac" else []
+        key = fingerprint(self.bench_key, array_hash(self.scaled), cfg.keep_frac, cfg.alpha, cfg.seed, cfg.proxy.seed,
+                          *rule)
         return self.work_dir / f"sweep-{key}"
+
+
+def _held_frame(documents: pd.DataFrame, validation_ids: pd.DataFrame) -> pd.DataFrame:
+    held = pd.DataFrame({"set": pd.Series(pd.NA, index=documents.index, dtype="string"),
+                         "group": pd.Series(pd.NA, index=documents.index, dtype="string")})
+    position = pd.Series(np.arange(len(documents)), index=documents["id"].to_numpy())
+    at = position.loc[validation_ids["id"].to_numpy()].to_numpy()
+    sets = validation_ids["set"].to_numpy(dtype=str) if "set" in validation_ids else np.full(len(at), VALIDATION)
+    held.iloc[at, 0] = sets
+    held.iloc[at, 1] = validation_ids["group"].to_numpy(dtype=str)
+    return held
 
 
 def _setup(documents: pd.DataFrame, rater_scores: pd.DataFrame, validation_ids: pd.DataFrame,
            cfg: MetaraterConfig, directory: Path) -> _Setup:
     raters, scaled, doc_rows = _split(rater_scores)
-    groups = pd.Series(pd.NA, index=documents.index, dtype="string")
-    position = pd.Series(np.arange(len(documents)), index=documents["id"].to_numpy())
-    groups.iloc[position.loc[validation_ids["id"].to_numpy()].to_numpy()] = validation_ids["group"].to_numpy(dtype=str)
+    held = _held_frame(documents, validation_ids)
     external = None
-    if cfg.validation.path is not None:
+    if cfg.validation.source == "file":
         path = Path(cfg.validation.path)
         path = path if path.is_absolute() else project_root() / path
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_json(path, lines=True)
@@ -151,15 +221,18 @@ def _setup(documents: pd.DataFrame, rater_scores: pd.DataFrame, validation_ids: 
             raise KeyError(f"metarater.validation.path {path} has no `text` column")
         external = frame["text"].astype(str).tolist()
     directory = Path(directory)
-    bench = build_bench(documents["text"].astype(str).tolist(), groups, cfg.proxy, cfg.validation, directory,
+    bench = build_bench(documents["text"].astype(str).tolist(), held, cfg.proxy, cfg.validation, directory,
                         external_validation=external)
     pretrain = asdict(cfg.proxy.pretrain_config(seed=0))
     # Threads change a loss only in its last float digits: proxies trained by 1-thread parallel jobs
     # (experiment=metarater_proxy with joblib) must be found by a 2-thread pipeline run.
     pretrain["train"].pop("num_threads")
-    bench_key = fingerprint("metarater-bench-v1", array_hash(bench.table.tokens), array_hash(bench.validation.stream),
-                            pretrain, array_hash(doc_rows))
-    return _Setup(cfg, raters, scaled, doc_rows, bench, directory, bench_key)
+    streams = [array_hash(w.stream) for w in [*bench.validation.values(), *bench.test.values()]]
+    bench_key = fingerprint("metarater-bench-v2", array_hash(bench.table.tokens), streams, sorted(bench.validation),
+                            sorted(bench.test), pretrain, array_hash(doc_rows))
+    categories = rater_scores["category"].to_numpy(dtype=str) if "category" in rater_scores \
+        else np.full(len(rater_scores), "all")
+    return _Setup(cfg, raters, scaled, doc_rows, bench, directory, bench_key, categories)
 
 
 # --- Alg. 1 steps 2-5: the proxy sweep ---
@@ -182,7 +255,7 @@ def _sweep(setup: _Setup, weights: np.ndarray, proxy_ids: Optional[list[int]], o
             reused.add(i)
 
     def train_one(i: int, w: np.ndarray) -> dict[str, Any]:
-        indices = top_fraction(aggregate(setup.scaled, w), cfg.keep_frac)
+        indices = setup.select(aggregate(setup.scaled, w))
         log.info("proxy %d/%d: %d documents", i + 1, len(weights), len(indices))
         return setup.bench.evaluate(setup.rows(indices))
 
@@ -209,6 +282,7 @@ def _results_table(results, reused: set[int], raters: list[str]) -> pd.DataFrame
                      "reused": r.proxy_id in reused, "error": r.error or "",
                      **{k: extra.get(k) for k in ("train_loss", "cpu_seconds", "selection_docs", "selection_tokens",
                                                   "epochs", "tokens")},
+                     **{k: v for k, v in extra.items() if k.startswith(("val_loss_", "test_loss"))},
                      **{f"w_{name}": w for name, w in zip(raters, r.weights)}})
     return pd.DataFrame(rows)
 
@@ -232,8 +306,9 @@ def train_proxies(documents: pd.DataFrame, metarater_rater_scores: pd.DataFrame,
     metrics = {
         "proxies_ok": float(len(ok)), "proxies_failed": float(len(failed)), "proxies_reused": float(len(reused)),
         "proxies_trained": float(len(trained)), "sweep_seconds": time.perf_counter() - started,
-        "validation_tokens": float(len(setup.bench.validation.stream)),
+        "validation_tokens": float(sum(setup.bench.validation_groups.values())),
         **{f"validation_tokens_{k}": float(v) for k, v in setup.bench.validation_groups.items()},
+        "test_tokens": float(sum(setup.bench.test_groups.values())),
     }
     if len(ok):
         metrics.update({"proxy_val_loss_min": float(ok["val_loss"].min()),
@@ -270,6 +345,10 @@ def fit_loss_regressor(metarater_proxy_results: pd.DataFrame,
     out = {f"regression_{k}": v for k, v in metrics.items()}
     out["regression_spearman_cv"] = rho_cv
     out["regression_proxies"] = float(len(losses))
+    warning = regression_warning(metrics)
+    out["regression_warning"] = float(warning is not None)
+    if warning:
+        log.warning("Meta-rater: %s", warning)
     log.info("regression on %d proxies: Spearman rho %.3f (test split, %d proxies), %.3f (5-fold CV)",
              len(losses), metrics["spearman_test"], int(metrics["n_test"]), rho_cv)
     return model, out
@@ -304,17 +383,36 @@ def _w_star(weights_table: pd.DataFrame, raters: list[str]) -> np.ndarray:
     return w / w.sum()
 
 
+def selection_mix(setup: _Setup, chosen: np.ndarray) -> dict[str, float]:
+    """Tokens of a selection against the budget, and its domain token shares against the fixed proportions."""
+    lengths = setup.lengths
+    tokens = float(lengths[chosen].sum())
+    out = {"selected_docs": float(len(chosen)), "selected_tokens": tokens}
+    if setup.cfg.selection_rule == "top_frac":
+        return out
+    target = setup.proportions
+    out["budget_tokens"] = setup.budget_tokens
+    out["budget_error"] = tokens / setup.budget_tokens - 1
+    picked = pd.Series(lengths[chosen]).groupby(setup.categories[chosen]).sum() / max(tokens, 1.0)
+    for name, share in target.items():
+        out[f"selected_token_share_{name}"] = float(picked.get(name, 0.0))
+        out[f"target_token_share_{name}"] = float(share)
+    out["domain_share_max_gap"] = float(max(abs(picked.get(k, 0.0) - v) for k, v in target.items()))
+    return out
+
+
 def select_with_optimal_weights(metarater_weights_table: pd.DataFrame, metarater_rater_scores: pd.DataFrame,
-                                documents: pd.DataFrame,
-                                cfg: MetaraterConfig) -> tuple[pd.DataFrame, dict[str, float]]:
-    """The final Meta-rater selection: top keep_frac of the candidates by w* . q (``id``, ``score``)
-    and its mix (documents per category, characters)."""
-    raters, scaled, doc_rows = _split(metarater_rater_scores)
-    q = aggregate(scaled, _w_star(metarater_weights_table, raters))
-    chosen = top_fraction(q, cfg.keep_frac)
+                                documents: pd.DataFrame, metarater_validation_ids: pd.DataFrame,
+                                cfg: MetaraterConfig, work_dir: Path) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The final Meta-rater selection by w* . q under ``metarater.selection_rule`` (default: keep_frac of the
+    candidates' tokens with fixed domain proportions) (``id``, ``score``) and its mix (tokens against the
+    budget, token share per category against the target, documents per category, characters)."""
+    setup = _setup(documents, metarater_rater_scores, metarater_validation_ids, cfg, work_dir)
+    q = aggregate(setup.scaled, _w_star(metarater_weights_table, setup.raters))
+    chosen = setup.select(q)
     selected = pd.DataFrame({"id": metarater_rater_scores["id"].to_numpy()[chosen], "score": q[chosen]})
-    picked = documents.iloc[doc_rows[chosen]]
-    metrics = {"selected_docs": float(len(chosen)), "selected_chars": float(picked["text"].str.len().sum()),
+    picked = documents.iloc[setup.doc_rows[chosen]]
+    metrics = {**selection_mix(setup, chosen), "selected_chars": float(picked["text"].str.len().sum()),
                "selected_score_mean": float(q[chosen].mean())}
     if "category" in picked:
         for name, count in picked["category"].astype("string").fillna("unknown").value_counts().items():
@@ -334,6 +432,8 @@ def _evaluate_all(setup: _Setup, selections: list[ComparisonSelection], on_resul
         on_result(f"{kind} {sel.method} seed {sel.seed}", kind, result, {"method": sel.method, "seed": sel.seed},
                      {f"info_{k}": v for k, v in sel.info.items()})
         rows.append({"method": sel.method, "seed": sel.seed, "val_loss": result["val_loss"],
+                     "test_loss": result.get("test_loss", float("nan")),
+                     **{k: v for k, v in result.items() if k.startswith(("val_loss_", "test_loss_"))},
                      "train_loss": result["train_loss"], "selection_docs": result["selection_docs"],
                      "selection_tokens": result["selection_tokens"], "epochs": result["epochs"],
                      "seconds": result["seconds"], "cpu_seconds": result["cpu_seconds"], "reused": result["reused"],
@@ -356,7 +456,7 @@ def compare_selections(documents: pd.DataFrame, metarater_rater_scores: pd.DataF
     selections = comparison_selections(setup.scaled, setup.raters, _w_star(metarater_weights_table, setup.raters),
                                        cfg.keep_frac, methods=c.methods, seeds=c.seeds, single_raters=c.single_raters,
                                        single_rater_seeds=c.single_rater_seeds,
-                                       intersection_raters=c.intersection_raters)
+                                       intersection_raters=c.intersection_raters, select=setup.select)
     table = pd.DataFrame(_evaluate_all(setup, selections, on_result, "comparison"))
     summary = summarize(table)
     metrics: dict[str, float] = {"comparison_runs_trained": float((~table["reused"]).sum())}
@@ -370,6 +470,12 @@ def compare_selections(documents: pd.DataFrame, metarater_rater_scores: pd.DataF
         metrics["metarater_rank"] = float(summary.index[summary["method"] == "metarater"][0] + 1)
         log.info("comparisons: best %s; metarater rank %d of %d", best, metrics["metarater_rank"], len(summary))
         metrics.update(gaps_to_metarater(summary))
+        # judged on the held-out judge set (data w* never saw), paired by proxy seed, mean and per category
+        columns = ["test_loss", *sorted(k for k in table.columns if k.startswith("test_loss_"))]
+        for row in paired_differences(table, columns).itertuples():
+            name = f"diff_{str(row.method).replace(':', '_')}_minus_metarater_{row.loss}"
+            metrics[f"{name}_mean"] = row.diff_mean
+            metrics[f"{name}_se"] = row.diff_se
     if "info_per_rater_top_frac" in table:
         values = table["info_per_rater_top_frac"].dropna()
         if len(values):
@@ -387,7 +493,7 @@ def evaluate_num_proxies(documents: pd.DataFrame, metarater_proxy_results: pd.Da
     c = cfg.comparisons
     weights, losses, raters = _ok(metarater_proxy_results)
     ns = sorted({n for n in c.num_proxies if n <= len(losses)})
-    columns = ["num_proxies", "val_loss_mean", "val_loss_std", "seeds", "spearman_test"]
+    columns = ["num_proxies", "val_loss_mean", "test_loss_mean", "val_loss_std", "seeds", "spearman_test"]
     if not c.enabled or not ns:
         return pd.DataFrame(columns=columns), {}
     setup = _setup(documents, metarater_rater_scores, metarater_validation_ids, cfg, work_dir)
@@ -402,10 +508,11 @@ def evaluate_num_proxies(documents: pd.DataFrame, metarater_proxy_results: pd.Da
             continue
         if n == len(losses):  # the same regression and search as the run's w*: use it exactly
             w_star = _w_star(metarater_weights_table, setup.raters)
-        chosen = top_fraction(aggregate(setup.scaled, w_star), cfg.keep_frac)
+        chosen = setup.select(aggregate(setup.scaled, w_star))
         sels = [ComparisonSelection(f"metarater@N={n}", chosen, seed, {}) for seed in c.num_proxies_seeds]
         runs = pd.DataFrame(_evaluate_all(setup, sels, on_result, "num_proxies"))
         rows.append({"num_proxies": n, "val_loss_mean": float(runs["val_loss"].mean()),
+                     "test_loss_mean": float(runs["test_loss"].mean()),
                      "val_loss_std": float(runs["val_loss"].std(ddof=1)) if len(runs) > 1 else 0.0,
                      "seeds": float(len(runs)), "spearman_test": reg["spearman_test"]})
     curve = pd.DataFrame(rows, columns=columns)
@@ -433,13 +540,13 @@ def plot_metarater(metarater_proxy_results: pd.DataFrame, metarater_weights_tabl
 
 
 def train_one_proxy(documents: pd.DataFrame, scores: pd.DataFrame, cfg: MetaraterConfig,
-                    work_dir: Path) -> tuple[dict[str, float], pd.DataFrame]:
+                    work_dir: Path, trained_ids: Optional[set[str]] = None) -> tuple[dict[str, float], pd.DataFrame]:
     """Train proxy ``metarater.proxy_id`` only and store it in ``work_dir``, where ``pipeline=metarater``
     looks for it; its metrics (weights, losses) and loss curve are returned for the job's own run."""
     if cfg.proxy_id is None:
         raise ValueError("metarater.proxy_id is not set: run `curate -m experiment=metarater_proxy "
                          "metarater.proxy_id=range(0,32)`")
-    rater_scores, validation_ids, _ = prepare_metarater_data(documents, scores, cfg)
+    rater_scores, validation_ids, _ = prepare_metarater_data(documents, scores, cfg, trained_ids)
     weights_table = draw_proxy_weights(rater_scores, cfg)
     setup = _setup(documents, rater_scores, validation_ids, cfg, work_dir)
     weights = weights_table[[f"w_{r}" for r in setup.raters]].to_numpy(dtype="float64")

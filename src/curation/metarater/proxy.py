@@ -1,8 +1,10 @@
 """Proxy models of Meta-rater (seeds/004 Alg. 1 steps 3-5): held-out set, token table, one proxy run.
 
-- :func:`hold_out_validation` picks D_v: a seeded slice of the encyclopedic and
-  book documents plus the human-labelled high rows (whole url groups, so no
-  book has passages on both sides); those rows are never candidates.
+- :func:`held_out_sets` picks D_v and the judge set: by default each a slice of
+  the corpus in its own category proportions, drawn from documents no rater
+  trained on (:func:`proportional_holdout`); :func:`hold_out_validation` is the
+  earlier high-quality D_v (encyclopedic, book and human-labelled-high rows).
+  Held-out rows are never candidates.
 - :class:`TokenTable` tokenises every document once (each followed by EOS, the
   layout of :mod:`curation.lm.packing`), so a proxy's training stream is a
   concatenation of slices, not a re-tokenisation.
@@ -81,6 +83,84 @@ def hold_out_validation(documents: pd.DataFrame, config: ValidationConfig) -> pd
         chosen = set(rng.choice(unique, size=n_out, replace=False).tolist())
         groups.loc[rows[keys.isin(chosen).to_numpy()]] = name
     return groups
+
+
+VALIDATION, TEST = "validation", "test"  # the two held-out sets: D_v (regressed on) and the judge set
+
+
+def _categories(documents: pd.DataFrame, column: str) -> pd.Series:
+    if column in documents:
+        return documents[column].astype("string").fillna("unknown")
+    return pd.Series("all", index=documents.index, dtype="string")  # a corpus without categories: one
+
+
+def proportional_holdout(documents: pd.DataFrame, config: ValidationConfig, trained: np.ndarray,
+                         taken: np.ndarray, fraction: float, seed_offset: int) -> pd.Series:
+    """``round(fraction * n_c)`` documents of each category c (n_c: the corpus's count), drawn at random from
+    the rows that no rater trained on (``~trained``) and that no other set took (``~taken``); the category
+    name per chosen row, ``<NA>`` elsewhere. The shares therefore equal the corpus's up to rounding."""
+    rng = np.random.default_rng([config.seed, seed_offset])
+    categories = _categories(documents, config.category_column)
+    out = pd.Series(pd.NA, index=documents.index, dtype="string")
+    free = ~np.asarray(trained, dtype=bool) & ~np.asarray(taken, dtype=bool)
+    for name in sorted(categories.unique()):
+        member = (categories == name).to_numpy(dtype=bool)
+        need = int(round(fraction * member.sum()))
+        pool = np.flatnonzero(member & free)
+        if need > len(pool):
+            raise ValueError(
+                f"metarater.validation: category {name!r} needs {need} held-out documents but only {len(pool)} of "
+                f"its {int(member.sum())} are free of every rater's training data. On the bundled corpus the "
+                "raters train on every encyclopedic and book document unless scoring.training.holdout_fraction "
+                "reserves a share (the Meta-rater experiments set 0.1); or lower metarater.validation.fraction")
+        if need:
+            out.iloc[np.sort(rng.choice(pool, size=need, replace=False))] = name
+    return out
+
+
+def held_out_sets(documents: pd.DataFrame, config: ValidationConfig, trained: Optional[np.ndarray] = None
+                  ) -> pd.DataFrame:
+    """``set`` (``validation`` | ``test`` | <NA>) and ``group`` of every document, aligned with ``documents``.
+
+    ``trained``: bool per document, True where some rater trained on it (None: none did). D_v follows
+    ``config.source`` (:class:`ValidationConfig`); the judge set is always the clean corpus-proportional
+    kind, disjoint from D_v.
+    """
+    trained = np.zeros(len(documents), dtype=bool) if trained is None else np.asarray(trained, dtype=bool)
+    sets = pd.Series(pd.NA, index=documents.index, dtype="string")
+    groups = pd.Series(pd.NA, index=documents.index, dtype="string")
+    if config.source == "holdout":
+        chosen = proportional_holdout(documents, config, trained, np.zeros(len(documents), dtype=bool),
+                                      config.fraction, 0)
+    elif config.source == "high_quality":
+        chosen = hold_out_validation(documents, config)
+    else:  # file: D_v is read from config.path
+        chosen = pd.Series(pd.NA, index=documents.index, dtype="string")
+    sets[chosen.notna()] = VALIDATION
+    groups[chosen.notna()] = chosen[chosen.notna()]
+    if config.test_fraction > 0:
+        test = proportional_holdout(documents, config, trained, chosen.notna().to_numpy(), config.test_fraction, 1)
+        sets[test.notna()] = TEST
+        groups[test.notna()] = test[test.notna()]
+    return pd.DataFrame({"set": sets, "group": groups}, index=documents.index)
+
+
+def makeup(documents: pd.DataFrame, held: pd.DataFrame, category_column: str = "category") -> dict[str, float]:
+    """What each held-out set is made of: documents, share per category, and the corpus's shares beside them
+    (``<set>_docs``, ``<set>_share_<category>``, ``corpus_share_<category>``, ``<set>_max_share_gap``)."""
+    categories = _categories(documents, category_column)
+    corpus = categories.value_counts(normalize=True)
+    out = {f"corpus_share_{k}": float(v) for k, v in corpus.items()}
+    for name in (VALIDATION, TEST):
+        member = (held["set"] == name).fillna(False).to_numpy(dtype=bool)
+        if not member.any():
+            continue
+        shares = categories[member].value_counts(normalize=True)
+        out[f"{name}_docs"] = float(member.sum())
+        for k in corpus.index:
+            out[f"{name}_share_{k}"] = float(shares.get(k, 0.0))
+        out[f"{name}_max_share_gap"] = float(max(abs(shares.get(k, 0.0) - corpus[k]) for k in corpus.index))
+    return out
 
 
 # --- tokens ---
@@ -163,16 +243,20 @@ class TokenWindows(torch.utils.data.Dataset):
 
 @dataclass
 class ProxyBench:
-    """Everything a proxy run needs, built once: tokens of every document, D_v, the LM config.
+    """Everything a proxy run needs, built once: tokens of every document, the held-out sets, the LM config.
 
+    ``validation`` (D_v) and ``test`` (the judge set) map a group (category) to its windows; the
+    loss of a set is the token-weighted mean over its groups, i.e. the loss over all its windows.
     ``rows`` given to :meth:`evaluate` index the documents the token table was built on.
     """
 
     table: TokenTable
-    validation: TokenWindows
+    validation: dict[str, TokenWindows]
     validation_groups: dict[str, int]  # tokens per validation group
     proxy: ProxyConfig
     tokenizer: Tokenizer
+    test: dict[str, TokenWindows] = dataclasses.field(default_factory=dict)
+    test_groups: dict[str, int] = dataclasses.field(default_factory=dict)  # tokens per judge-set group
 
     def pretrain_config(self, seed: Optional[int] = None) -> PretrainConfig:
         return self.proxy.pretrain_config(seed)
@@ -182,15 +266,27 @@ class ProxyBench:
         order = np.random.default_rng(seed).permutation(np.asarray(rows))
         return self.table.stream(order)
 
+    @staticmethod
+    def _losses(model, sets: dict[str, TokenWindows], batch_size: int, prefix: str) -> dict[str, float]:
+        out, total, count = {}, 0.0, 0
+        for group, windows in sets.items():
+            loss = evaluate_loss(model, windows, batch_size)
+            out[f"{prefix}_{group}"] = float(loss)
+            total += loss * len(windows)
+            count += len(windows)
+        if count:
+            out[prefix] = float(total / count)
+        return out
+
     def evaluate(self, rows: np.ndarray, seed: Optional[int] = None,
                  on_step: Optional[Callable[[int, dict], None]] = None) -> dict[str, Any]:
-        """Train one proxy on documents ``rows`` for the token budget; its loss on D_v and run facts.
+        """Train one proxy on documents ``rows`` for the token budget; its losses on the held-out sets and run facts.
 
-        Returns ``val_loss`` (nats/token over the whole validation stream),
-        ``train_loss`` (last step), ``steps``, ``tokens``, ``selection_tokens``
-        (tokens the selection holds: below the budget it is repeated),
-        ``epochs`` (budget / selection tokens), ``seconds``, ``cpu_seconds``
-        (process CPU time, comparable across loads) and ``history`` ([step, loss] pairs).
+        Returns ``val_loss`` (nats/token over the whole D_v stream), ``val_loss_<group>``, ``test_loss``
+        and ``test_loss_<group>`` (the judge set, when there is one), ``train_loss`` (last step),
+        ``steps``, ``tokens``, ``selection_tokens`` (tokens the selection holds: below the budget it is
+        repeated), ``epochs`` (budget / selection tokens), ``seconds``, ``cpu_seconds`` (process CPU time,
+        comparable across loads) and ``history`` ([step, loss] pairs).
         """
         cfg = self.pretrain_config(seed)
         stream = self.training_stream(rows, cfg.train.seed)
@@ -202,11 +298,12 @@ class ProxyBench:
         out_dir = Path(tempfile.mkdtemp(prefix="metarater-proxy-"))
         try:
             result = train(cfg, data, out_dir, on_step=on_step, resume=False)
-            val_loss = evaluate_loss(result.model, self.validation, cfg.train.batch_size)
+            losses = self._losses(result.model, self.validation, cfg.train.batch_size, "val_loss")
+            losses.update(self._losses(result.model, self.test, cfg.train.batch_size, "test_loss"))
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
         return {
-            "val_loss": float(val_loss),
+            **losses,
             "train_loss": float(result.final_loss),
             "steps": int(result.steps),
             "tokens": int(result.tokens),
@@ -220,32 +317,50 @@ class ProxyBench:
         }
 
 
-def validation_stream(table: TokenTable, groups: pd.Series, max_tokens: int, seed: int) -> tuple[np.ndarray, dict]:
-    """D_v as one stream: each group's documents in a seeded order, an equal share of ``max_tokens`` per group.
-
-    Equal shares keep long book passages from outweighing short encyclopedia
-    leads. Returns the stream and the tokens taken per group.
-    """
+def group_streams(table: TokenTable, groups: pd.Series, max_tokens: int, seed: int,
+                  proportional: bool = True) -> dict[str, np.ndarray]:
+    """One stream per group (each group's documents in a seeded order), cut at its token share of ``max_tokens``:
+    the group's share of the documents (``proportional``: the set's own category proportions) or an equal
+    share (the ``high_quality`` set, so long book passages do not outweigh short encyclopedia leads)."""
     names = sorted(groups.dropna().unique())
-    share = max_tokens // len(names)
+    sizes = {name: int((groups == name).fillna(False).sum()) for name in names}
+    total = sum(sizes.values())
     rng = np.random.default_rng(seed)
-    parts, taken = [], {}
+    out = {}
     for name in names:
         rows = np.flatnonzero((groups == name).fillna(False).to_numpy(dtype=bool))
-        part = table.stream(rng.permutation(rows), max_tokens=share)
-        parts.append(part)
-        taken[name] = int(len(part))
-    return np.concatenate(parts), taken
+        share = int(round(max_tokens * sizes[name] / total)) if proportional else max_tokens // len(names)
+        out[name] = table.stream(rng.permutation(rows), max_tokens=share)
+    return out
 
 
-def build_bench(texts: Sequence[str], groups: pd.Series, proxy: ProxyConfig, validation: ValidationConfig,
+def validation_stream(table: TokenTable, groups: pd.Series, max_tokens: int, seed: int) -> tuple[np.ndarray, dict]:
+    """D_v of the ``high_quality`` kind as one stream: an equal share of ``max_tokens`` per group.
+    Returns the stream and the tokens taken per group."""
+    streams = group_streams(table, groups, max_tokens, seed, proportional=False)
+    return np.concatenate(list(streams.values())), {k: int(len(v)) for k, v in streams.items()}
+
+
+def _windows(streams: dict[str, np.ndarray], seq_len: int, what: str) -> tuple[dict[str, TokenWindows], dict]:
+    windows = {k: TokenWindows(v, seq_len) for k, v in streams.items()}
+    taken = {k: int(len(v)) for k, v in streams.items()}
+    windows = {k: w for k, w in windows.items() if len(w)}  # a group shorter than one sequence cannot be scored
+    if not windows:
+        raise ValueError(f"the {what} set holds {sum(taken.values())} tokens, less than one sequence of {seq_len}")
+    return windows, taken
+
+
+def build_bench(texts: Sequence[str], held: pd.DataFrame | pd.Series, proxy: ProxyConfig, validation: ValidationConfig,
                 cache_dir: Path, external_validation: Optional[Sequence[str]] = None) -> ProxyBench:
-    """Tokenizer + token table of ``texts`` (cached under ``cache_dir/tokens-<key>``) and D_v.
+    """Tokenizer + token table of ``texts`` (cached under ``cache_dir/tokens-<key>``) and the held-out sets.
 
-    The tokenizer is trained on a seeded sample of ``proxy.tokenizer_docs``
-    documents of the whole corpus (not of any selection), so every proxy reads
-    the same ids. ``external_validation`` (texts) replaces the held-out rows as D_v.
+    ``held``: :func:`held_out_sets`' frame (``set``, ``group``), or a series of D_v groups alone.
+    The tokenizer is trained on a seeded sample of ``proxy.tokenizer_docs`` documents of the whole
+    corpus (not of any selection), so every proxy reads the same ids. ``external_validation`` (texts)
+    replaces the held-out rows as D_v.
     """
+    if isinstance(held, pd.Series):
+        held = pd.DataFrame({"set": held.where(held.isna(), VALIDATION), "group": held})
     cfg = proxy.pretrain_config()
     key = fingerprint("metarater-tokens-v1", dataclasses.asdict(cfg.tokenizer), proxy.tokenizer_docs,
                       texts_digest(texts))
@@ -261,17 +376,20 @@ def build_bench(texts: Sequence[str], groups: pd.Series, proxy: ProxyConfig, val
         directory.mkdir(parents=True, exist_ok=True)
         table.save(directory)
         atomic_write(tokenizer_path, lambda p: save_tokenizer(tokenizer, p))
+    seq_len = cfg.train.seq_len
+    in_set = lambda name: held["group"].where((held["set"] == name).fillna(False))  # noqa: E731
     if external_validation is not None:
         external = TokenTable.build(list(external_validation), tokenizer)
-        stream = external.stream(range(len(external)), max_tokens=validation.max_tokens)
-        taken = {"external": int(len(stream))}
+        streams = {"external": external.stream(range(len(external)), max_tokens=validation.max_tokens)}
     else:
-        stream, taken = validation_stream(table, groups, validation.max_tokens, validation.seed)
-    windows = TokenWindows(stream, cfg.train.seq_len)
-    if len(windows) == 0:
-        raise ValueError(f"the validation set holds {len(stream)} tokens, less than one sequence of "
-                         f"{cfg.train.seq_len}")
-    return ProxyBench(table, windows, taken, proxy, tokenizer)
+        streams = group_streams(table, in_set(VALIDATION), validation.max_tokens, validation.seed,
+                                proportional=validation.source != "high_quality")
+    windows, taken = _windows(streams, seq_len, "validation")
+    test, test_taken = {}, {}
+    if (held["set"] == TEST).fillna(False).any():
+        test, test_taken = _windows(group_streams(table, in_set(TEST), validation.test_max_tokens,
+                                                  validation.seed + 1), seq_len, "test")
+    return ProxyBench(table, windows, taken, proxy, tokenizer, test, test_taken)
 
 
 # --- small helpers: hashing, atomic files, CPU time ---

@@ -3,6 +3,8 @@
 The sweep's own files live in ``metarater.work_dir`` when set, else in the
 catalog's ``metarater_work_dir``; each proxy and comparison run is also an MLflow
 child run of the pipeline's run (:class:`curation.tracking.child_runs.ChildRuns`).
+What D_v is made of and a regressor that learned nothing are also MLflow tags of the run
+(``curation.metarater.validation``, ``curation.metarater.regression_warning``).
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ import pandas as pd
 
 from curation.metarater import experiment as core
 from curation.metarater.config import parse_metarater_config
+from curation.metarater.core import regression_warning
 from curation.paths import project_root
 from curation.tracking.child_runs import ChildRuns
+
+VALIDATION_TAG = "curation.metarater.validation"
+WARNING_TAG = "curation.metarater.regression_warning"
 
 
 def _folder(metarater: dict[str, Any], metarater_work_dir: Path) -> Path:
@@ -26,9 +32,23 @@ def _folder(metarater: dict[str, Any], metarater_work_dir: Path) -> Path:
     return Path(chosen) if Path(chosen).is_absolute() else project_root() / chosen
 
 
-def prepare_metarater_data(documents: pd.DataFrame, scores: pd.DataFrame, metarater: dict[str, Any]):
-    """Candidates' raters scaled to [0, 5] (``id``, ``doc_row``, one column per rater), held-out ids, counts."""
-    return core.prepare_metarater_data(documents, scores, parse_metarater_config(metarater))
+def _tag(key: str, value: str) -> None:
+    """An MLflow tag on the pipeline's run (none without an active run)."""
+    import mlflow
+
+    if mlflow.active_run() is not None:
+        mlflow.set_tag(key, value[:5000])
+
+
+def prepare_metarater_data(documents: pd.DataFrame, scores: pd.DataFrame, metarater: dict[str, Any],
+                           scoring: dict[str, Any]):
+    """Candidates' raters scaled to [0, 5] (``id``, ``doc_row``, ``category``, one column per rater), the
+    held-out ids (D_v and the judge set, free of every rater's training rows), counts and makeup."""
+    cfg = parse_metarater_config(metarater)
+    trained = core.rater_training_ids(scoring, documents)
+    rater_scores, validation_ids, metrics = core.prepare_metarater_data(documents, scores, cfg, trained)
+    _tag(VALIDATION_TAG, core.validation_description(metrics, cfg.validation.source))
+    return rater_scores, validation_ids, metrics
 
 
 def draw_proxy_weights(metarater_rater_scores: pd.DataFrame, metarater: dict[str, Any]) -> pd.DataFrame:
@@ -43,17 +63,22 @@ def train_proxies(documents, metarater_rater_scores, metarater_validation_ids, m
 
 
 def fit_loss_regressor(metarater_proxy_results: pd.DataFrame, metarater: dict[str, Any]):
-    return core.fit_loss_regressor(metarater_proxy_results, parse_metarater_config(metarater))
+    model, metrics = core.fit_loss_regressor(metarater_proxy_results, parse_metarater_config(metarater))
+    warning = regression_warning(metrics, prefix="regression_")
+    if warning:
+        _tag(WARNING_TAG, warning)
+    return model, metrics
 
 
 def search_optimal_weights(metarater_regressor: Any, metarater_rater_scores: pd.DataFrame, metarater: dict[str, Any]):
     return core.search_optimal_weights(metarater_regressor, metarater_rater_scores, parse_metarater_config(metarater))
 
 
-def select_with_optimal_weights(metarater_weights_table, metarater_rater_scores, documents,
-                                metarater: dict[str, Any]):
+def select_with_optimal_weights(metarater_weights_table, metarater_rater_scores, documents, metarater_validation_ids,
+                                metarater: dict[str, Any], metarater_work_dir: Path):
     return core.select_with_optimal_weights(metarater_weights_table, metarater_rater_scores, documents,
-                                            parse_metarater_config(metarater))
+                                            metarater_validation_ids, parse_metarater_config(metarater),
+                                            _folder(metarater, metarater_work_dir))
 
 
 def compare_selections(documents, metarater_rater_scores, metarater_validation_ids, metarater_weights_table,
@@ -80,7 +105,7 @@ def plot_metarater(metarater_proxy_results, metarater_weights_table, metarater_n
 
 
 def train_one_proxy(documents: pd.DataFrame, scores: pd.DataFrame, metarater: dict[str, Any],
-                    metarater_work_dir: Path) -> tuple[dict[str, float], pd.DataFrame]:
+                    scoring: dict[str, Any], metarater_work_dir: Path) -> tuple[dict[str, float], pd.DataFrame]:
     """experiment=metarater_proxy: proxy ``metarater.proxy_id`` only; the job's own run records it."""
     return core.train_one_proxy(documents, scores, parse_metarater_config(metarater),
-                                _folder(metarater, metarater_work_dir))
+                                _folder(metarater, metarater_work_dir), core.rater_training_ids(scoring, documents))

@@ -69,7 +69,8 @@ def table1_comparisons(runs: pd.DataFrame, histories: Histories, tables: Tables)
     summary["kind"] = np.where(summary["method"].astype(str).str.startswith("rater:"), "single rater",
                                np.where(summary["method"] == "metarater", "Meta-rater (w*)", "combination"))
     summary.insert(0, "rank", np.arange(1, len(summary) + 1))
-    table = summary[["rank", "method", "kind", "val_loss_mean", "val_loss_std", "seeds"]].round(4)
+    judge = [c for c in ("test_loss_mean", "test_loss_se") if c in summary]  # the judge set (issue #27)
+    table = summary[["rank", "method", "kind", "val_loss_mean", "val_loss_std", *judge, "seeds"]].round(4)
     runs_table = found.get("metarater_comparisons_table")
     docs = (f"{int(runs_table['selection_docs'].median())} documents, " if runs_table is not None
             and "selection_docs" in runs_table else "")
@@ -82,9 +83,14 @@ def table1_comparisons(runs: pd.DataFrame, histories: Histories, tables: Tables)
         if pd.notna(gap) and other in means.index and "metarater" in means.index:
             verdict = ("w* lower" if gap > 0 else "w* higher") + (
                 f", {abs(in_se):.1f} standard errors" if pd.notna(in_se) else "")
-            notes.append(f"{other} - metarater = {gap:+.4f} nats ({verdict}; "
+            notes.append(f"{other} - metarater = {gap:+.4f} nats on D_v, the set w* was fitted to ({verdict}; "
                          f"{int(means.loc['metarater', 'seeds'])} vs {int(means.loc[other, 'seeds'])} seeds). "
                          + ("Within noise (< 2 SE)." if pd.notna(in_se) and abs(in_se) < 2 else ""))
+        diff, se = (_metric(run, f"diff_{other}_minus_metarater_test_loss_{k}") for k in ("mean", "se"))
+        if pd.notna(diff):
+            z = f", {abs(diff / se):.1f} SE" if pd.notna(se) and se > 0 else ""
+            notes.append(f"Judge set (held out, never fitted to): {other} - metarater = {diff:+.4f} +- {se:.4f} nats "
+                         f"paired by proxy seed ({'w* lower' if diff > 0 else 'w* higher'}{z}).")
     rho = _metric(run, "regression_spearman_test")
     if pd.notna(rho):
         model = str(run.get("params.metarater.regression.model") or "lightgbm")

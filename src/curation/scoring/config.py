@@ -70,6 +70,7 @@ class ScoringConfig:
                               self.training.source)
         at_least("training.max_per_class", self.training.max_per_class, 1, optional=True)
         in_range("training.eval_fraction", self.training.eval_fraction, 0, 1, high_open=True)
+        in_range("training.holdout_fraction", self.training.holdout_fraction, 0, 1, high_open=True)
         for name in ("fasttext_dclm", "fasttext_ultrafineweb"):
             ft = getattr(self, name)
             for key in ("dim", "word_ngrams", "min_count", "epoch", "bucket", "thread"):

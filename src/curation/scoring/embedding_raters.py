@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from curation.scoring.base import Rater, ensure_texts
-from curation.scoring.training_sets import EVAL, TrainingSetConfig, human_label_split
+from curation.scoring.training_sets import EVAL, TrainingSetConfig, holdout_rows, human_label_split
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
 
@@ -177,7 +177,8 @@ def build_edu_annotations(
 
     if df is not None and (cfg.use_corpus_llm_scores or cfg.use_weak_labels):
         split_cfg = split_cfg or TrainingSetConfig()
-        allowed = (human_label_split(df, split_cfg.eval_fraction, split_cfg.split_salt) != EVAL).to_numpy()
+        allowed = (human_label_split(df, split_cfg.eval_fraction, split_cfg.split_salt) != EVAL).to_numpy().copy()
+        allowed &= ~holdout_rows(df["id"].tolist(), split_cfg.holdout_fraction, split_cfg.holdout_salt)
         taken = np.zeros(len(df), dtype=bool)
         if cfg.use_corpus_llm_scores:
             llm = _field_values(df, "llm_edu_score_0_5").astype(float).to_numpy()
@@ -350,5 +351,7 @@ def wiki_training_config(base: TrainingSetConfig | None = None) -> TrainingSetCo
         eval_fraction=base.eval_fraction,
         split_salt=base.split_salt,
         seed=base.seed,
+        holdout_fraction=base.holdout_fraction,
+        holdout_salt=base.holdout_salt,
     )
 

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import file_digest
-from curation.scoring.training_sets import EVAL, build_training_set, category_of, human_label_split
+from curation.scoring.training_sets import EVAL, build_training_set, category_of, holdout_rows, human_label_split
 
 if TYPE_CHECKING:  # pragma: no cover
     from curation.scoring.config import ScoringConfig
@@ -152,8 +152,12 @@ def _versions(packages: tuple[str, ...]) -> dict[str, str]:
 
 
 def _training_params(cfg: "ScoringConfig") -> dict[str, Any]:
-    # where the reference lives and the source switch do not change what is learnt from it
-    return {k: v for k, v in asdict(cfg.training).items() if k not in ("source", "reference_path")}
+    # where the reference lives and the source switch do not change what is learnt from it; no hold-out
+    # (the default) hashes as before the hold-out existed, so existing artifacts keep their digests
+    params = {k: v for k, v in asdict(cfg.training).items() if k not in ("source", "reference_path")}
+    if not cfg.training.holdout_fraction:
+        params.pop("holdout_fraction"), params.pop("holdout_salt")
+    return params
 
 
 def _fasttext_params(ft) -> dict[str, Any]:
@@ -202,6 +206,8 @@ def heads_spec(cfg: "ScoringConfig", embedding) -> dict[str, Any]:
 def dsir_spec(cfg: "ScoringConfig") -> dict[str, Any]:
     params = {"targets": cfg.dsir.targets, "raw_categories": cfg.dsir.raw_categories,
               "model": {k: v for k, v in asdict(cfg.dsir.model).items() if k != "target"}}
+    if cfg.training.holdout_fraction:  # the targets leave the reserved hold-out out (none: the digest as before)
+        params["holdout"] = {"fraction": cfg.training.holdout_fraction, "salt": cfg.training.holdout_salt}
     return _spec("ref-dsir", cfg, params, ("scikit-learn", "numpy"))
 
 
@@ -293,14 +299,41 @@ def _build_dsir(cfg: "ScoringConfig", out: Path) -> None:
     groups = dict(cfg.dsir.targets)
     if cfg.dsir.raw_categories:
         groups["__raw__"] = list(cfg.dsir.raw_categories)
+    held = holdout_rows(ref["id"].tolist(), cfg.training.holdout_fraction, cfg.training.holdout_salt)
     for target, categories in groups.items():
-        mask = ref["category"].isin(categories).to_numpy()
+        mask = ref["category"].isin(categories).to_numpy() & ~held
         if not mask.any():
             raise ValueError(f"dsir target {target!r}: no reference document of categories {categories}")
         z = hasher.features(ref["text"].to_numpy()[mask].tolist())
         arrays[target] = np.asarray(z.sum(axis=0), dtype=np.float64).ravel()
     np.savez(out / "dsir_counts.npz", **arrays)
     _write_json(out / "training.json", {t: int(ref["category"].isin(c).sum()) for t, c in groups.items()})
+
+
+def training_ids(cfg: "ScoringConfig", reference: pd.DataFrame | None = None) -> dict[str, set[str]]:
+    """rater -> ids of the reference documents it learns from, by the builders' own recipes (no training):
+    ``fasttext`` (DCLM and Ultra-FineWeb share one training set), ``wiki``, ``edu`` (corpus rows),
+    ``dsir`` (the target categories). DSIR's raw bag is fitted on the scored corpus itself, label-free,
+    and is not counted. Used to keep measurement sets (Meta-rater's D_v) out of every rater's training data."""
+    from curation.scoring.embedding_raters import build_edu_annotations, wiki_training_config
+
+    ref = load_reference_corpus(cfg.training.reference_path) if reference is None else reference
+    out: dict[str, set[str]] = {}
+    if any(name in cfg.raters for name in ("fasttext_dclm", "fasttext_ultrafineweb")):
+        ts = build_training_set(ref, cfg.training)
+        out["fasttext"] = set(ts.positive_ids) | set(ts.negative_ids)
+    if "wiki" in cfg.raters:
+        ts = build_training_set(ref, wiki_training_config(cfg.training))
+        out["wiki"] = set(ts.positive_ids) | set(ts.negative_ids)
+    if "edu" in cfg.raters:
+        table, _ = build_edu_annotations(ref, cfg.edu, cfg.training)
+        rows = table.loc[table["origin"] != "annotations_file", "row"].astype(int).to_numpy()
+        out["edu"] = set(ref["id"].to_numpy()[rows].tolist())
+    if "dsir" in cfg.raters:
+        held = holdout_rows(ref["id"].tolist(), cfg.training.holdout_fraction, cfg.training.holdout_salt)
+        categories = sorted({c for cats in cfg.dsir.targets.values() for c in cats})
+        out["dsir"] = set(ref["id"].to_numpy()[ref["category"].isin(categories).to_numpy() & ~held].tolist())
+    return out
 
 
 # --- what a run uses ------------------------------------------------------------------------

@@ -54,6 +54,12 @@ class TrainingSetConfig:
     split_salt: str = "curation-human-split-v1"
     # seed of the negative sampling
     seed: int = 0
+    # share of the documents (salted id hash) that no rater trains on: held out for unbiased
+    # measurements such as Meta-rater's validation sets (issue #27); 0 = none (the digests of
+    # existing reference raters do not change)
+    holdout_fraction: float = 0.0
+    # salt of that hash
+    holdout_salt: str = "curation-holdout-v1"
 
 
 def category_of(extra: pd.Series) -> pd.Series:
@@ -79,6 +85,13 @@ def human_label_split(df: pd.DataFrame, eval_fraction: float = 0.5, salt: str = 
     return pd.Series(out, index=df.index, name="human_split")
 
 
+def holdout_rows(ids, fraction: float, salt: str = TrainingSetConfig.holdout_salt) -> np.ndarray:
+    """Bool per id: in the reserved hold-out share ``fraction`` (a salted id hash), which no rater trains on."""
+    if fraction <= 0:
+        return np.zeros(len(ids), dtype=bool)
+    return np.fromiter((_id_unit_interval(str(i), salt) < fraction for i in ids), dtype=bool, count=len(ids))
+
+
 @dataclass
 class TrainingSet:
     """Texts of both classes plus the counts that went into them."""
@@ -100,11 +113,12 @@ def build_training_set(df: pd.DataFrame, cfg: TrainingSetConfig | None = None) -
     cat = df["category"] if "category" in df.columns else category_of(df["extra"])
     split = human_label_split(df, cfg.eval_fraction, cfg.split_salt)
     label = df["quality_label"]
-    not_eval = (split != EVAL).to_numpy()
+    held = holdout_rows(df["id"].tolist(), cfg.holdout_fraction, cfg.holdout_salt)
+    not_eval = (split != EVAL).to_numpy() & ~held
 
     pos = cat.isin(cfg.positive_categories).to_numpy() & not_eval
     neg = cat.isin(cfg.negative_categories).to_numpy() & not_eval
-    is_train = (split == TRAIN).to_numpy()
+    is_train = (split == TRAIN).to_numpy() & ~held
     if cfg.human_positives:
         pos |= is_train & (label == 1).fillna(False).to_numpy(dtype=bool)
     if cfg.human_negatives:

@@ -24,7 +24,8 @@ DIVERSITY_KEYS = {
 }
 NOTE_TAG = "mlflow.note.content"
 _HANDLED = {"ingest_metrics", "document_stats_metrics", "embedding_metrics", "scoring_metrics",
-            "pruning_metrics", "selection_run_metrics", "selection_metrics"}
+            "pruning_metrics", "selection_run_metrics", "selection_metrics", "metarater_data_metrics",
+            "metarater_regression_metrics"}
 
 
 @dataclass
@@ -223,6 +224,26 @@ def _selection(run: dict[str, float], diag: dict[str, float], selection: Mapping
     return section
 
 
+def _metarater(data: dict[str, float], regression: dict[str, float], params: Mapping[str, Any]) -> Section:
+    """What Meta-rater's held-out sets are made of, the regression's fit, and its warning (issue #27)."""
+    from curation.metarater.core import regression_warning, validation_description
+
+    section = Section("metarater")
+    if data:
+        source = str(((params.get("metarater") or {}).get("validation") or {}).get("source", "holdout"))
+        section.rows.append(("candidates", _num(data.get("candidates"))))
+        section.rows.append(("held out", validation_description(data, source)))
+    if regression:
+        section.rows.append(("regression", f"{_num(regression.get('regression_proxies'))} proxies, Spearman rho "
+                                           f"{_num(regression.get('regression_spearman_test'))} (test split), "
+                                           f"{_num(regression.get('regression_spearman_cv'))} (5-fold CV), best "
+                                           f"iteration {_num(regression.get('regression_best_iteration'))}"))
+        warning = regression_warning(regression, prefix="regression_")
+        if warning:
+            section.rows.append(("WARNING", warning))
+    return section
+
+
 def _other(name: str, m: dict[str, float], limit: int = 8) -> Section:
     section = Section(name.removesuffix("_metrics").replace("_", " "))
     for key, value in list(m.items())[:limit]:
@@ -272,6 +293,9 @@ def build_sections(record: RunRecord) -> list[Section]:
     if "selection_run_metrics" in m or "selection_metrics" in m:
         sections.append(_selection(m.get("selection_run_metrics", {}), m.get("selection_metrics", {}),
                                    params.get("selection") or {}))
+    if "metarater_data_metrics" in m or "metarater_regression_metrics" in m:
+        sections.append(_metarater(m.get("metarater_data_metrics", {}), m.get("metarater_regression_metrics", {}),
+                                   params))
     for name, values in m.items():
         if name not in _HANDLED and values:
             sections.append(_other(name, values))

@@ -18,7 +18,7 @@ from curation.nodes.metarater import (
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(prepare_metarater_data, inputs=["documents@frame", "scores@frame", "params:metarater"],
+            Node(prepare_metarater_data, inputs=["documents@frame", "scores@frame", "params:metarater", "params:scoring"],
                  outputs=["metarater_rater_scores", "metarater_validation_ids", "metarater_data_metrics"],
                  name="prepare_metarater_data_node"),
             Node(draw_proxy_weights, inputs=["metarater_rater_scores", "params:metarater"],
@@ -34,7 +34,8 @@ def create_pipeline(**kwargs) -> Pipeline:
                  outputs=["metarater_weights_table", "metarater_top_candidates", "metarater_search_metrics"],
                  name="search_optimal_weights_node"),
             Node(select_with_optimal_weights,
-                 inputs=["metarater_weights_table", "metarater_rater_scores", "documents@frame", "params:metarater"],
+                 inputs=["metarater_weights_table", "metarater_rater_scores", "documents@frame",
+                         "metarater_validation_ids", "params:metarater", "metarater_work_dir"],
                  outputs=["metarater_selected_ids", "metarater_selection_metrics"],
                  name="select_with_optimal_weights_node"),
             Node(compare_selections,

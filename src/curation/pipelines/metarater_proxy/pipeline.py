@@ -11,7 +11,8 @@ from curation.nodes.metarater import train_one_proxy
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(train_one_proxy, inputs=["documents@frame", "scores@frame", "params:metarater", "metarater_work_dir"],
+            Node(train_one_proxy, inputs=["documents@frame", "scores@frame", "params:metarater", "params:scoring",
+                         "metarater_work_dir"],
                  outputs=["metarater_proxy_metrics", "metarater_proxy_history"], name="train_one_proxy_node"),
         ]
     )

@@ -1,0 +1,183 @@
+"""Re-run the Meta-rater Table 1 / Table 4 / Table 10 analogues judged on held-out data (issue #27).
+
+Two steps, so the proxies can run where there are many cores (or a GPU):
+
+    # 1. here, after `curate pipeline=ingest+scoring run.namespace=meta27 scoring.training.holdout_fraction=0.1`:
+    PYTHONPATH=src python benchmarks/metarater/run_heldout_tables.py prepare --namespace meta27 --out DIR
+    # 2. anywhere with the repository (reads only DIR and the bundled corpus):
+    PYTHONPATH=src python benchmarks/metarater/run_heldout_tables.py run --inputs DIR --out OUT --workers 12
+
+``prepare`` writes the candidates' scaled raters, the held-out ids (D_v and the judge set, both free of every
+rater's training rows) and the old high-quality D_v's makeup. ``run`` trains the N sweep proxies and every
+comparison proxy in parallel worker processes (the same resumable per-proxy files the pipeline uses), then
+fits the regression (official step3 protocol), searches w*, and writes the proxy table, w* (Table 10),
+every comparison run (Table 1 / 4: w*, uniform, intersection of the model-based raters, random, each rater
+alone; new proxy seeds) with D_v and judge-set losses per category, and the paired differences with SE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+CATEGORY = "category"
+
+
+def prepare(args) -> None:
+    from curation.metarater.config import ValidationConfig, parse_metarater_config
+    from curation.metarater.experiment import prepare_metarater_data, rater_training_ids
+    from curation.metarater.proxy import held_out_sets, makeup
+    from curation.scoring.config import ScoringConfig
+
+    root = Path(args.root)
+    docs = pd.read_parquet(root / f"data/02_intermediate/{args.namespace}/documents/shards")
+    scores = pd.read_parquet(root / f"data/04_feature/{args.namespace}/scores/shards")
+    docs = docs.reset_index(drop=True)
+    scores = scores.set_index("id").loc[docs["id"]].reset_index()
+    scoring = ScoringConfig()
+    scoring.training.holdout_fraction = args.holdout_fraction
+    trained = rater_training_ids(scoring, docs)
+    cfg = parse_metarater_config({})
+    rater_scores, validation_ids, metrics = prepare_metarater_data(docs, scores, cfg, trained)
+    old = held_out_sets(docs, ValidationConfig(source="high_quality", test_fraction=0.0),
+                        docs["id"].isin(trained).to_numpy())
+    old_member = old["set"].notna().to_numpy()
+    old_metrics = makeup(docs, old)
+    old_metrics["validation_in_rater_training"] = float(docs.loc[old_member, "id"].isin(trained).sum())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    docs[["id"]].to_parquet(out / "ids.parquet")
+    rater_scores.to_parquet(out / "rater_scores.parquet")
+    validation_ids.to_parquet(out / "validation_ids.parquet")
+    (out / "makeup.json").write_text(json.dumps({"new": metrics, "old_high_quality": old_metrics}, indent=1))
+    print(json.dumps({k: v for k, v in metrics.items() if "share" in k or "docs" in k}, indent=1))
+    print(json.dumps(old_metrics, indent=1))
+
+
+def _documents(root: Path, ids: pd.Series) -> pd.DataFrame:
+    from curation.scoring.reference import load_reference_corpus
+
+    ref = load_reference_corpus(str(root / "data/01_raw/corpus")).set_index("id")
+    docs = ref.loc[ids.to_numpy(), ["text", CATEGORY]].reset_index()
+    return docs
+
+
+_STATE: dict = {}
+
+
+def _init(setup, threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    _STATE["setup"] = setup
+
+
+def _proxy(job):
+    """One sweep proxy (kind 'proxy') or one comparison run (kind 'eval'), stored where the pipeline looks."""
+    from curation.metarater.compare import ComparisonSelection, EvalStore
+    from curation.metarater.experiment import _ignore, _sweep
+
+    setup = _STATE["setup"]
+    kind, payload = job
+    started = time.perf_counter()
+    if kind == "proxy":
+        weights, i = payload
+        _sweep(setup, weights, [i], _ignore)
+    else:
+        method, indices, seed = payload
+        store = EvalStore(setup.work_dir / "evals", setup.bench_key)
+        store.evaluate(ComparisonSelection(method, indices, seed, {}),
+                       lambda idx, s: setup.bench.evaluate(setup.rows(idx), seed=s))
+    return kind, time.perf_counter() - started
+
+
+def run(args) -> None:
+    from curation.metarater.compare import comparison_selections, paired_differences
+    from curation.metarater.config import parse_metarater_config
+    from curation.metarater.experiment import (_setup, compare_selections, draw_proxy_weights, fit_loss_regressor,
+                                               search_optimal_weights, select_with_optimal_weights, train_proxies)
+
+    root, inputs, out = Path(args.root), Path(args.inputs), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work)
+    overrides = json.loads(args.config)
+    cfg = parse_metarater_config(overrides)
+    ids = pd.read_parquet(inputs / "ids.parquet")["id"]
+    docs = _documents(root, ids)
+    rater_scores = pd.read_parquet(inputs / "rater_scores.parquet")
+    validation_ids = pd.read_parquet(inputs / "validation_ids.parquet")
+    t0 = time.perf_counter()
+    setup = _setup(docs, rater_scores, validation_ids, cfg, work)
+    print(f"bench built in {time.perf_counter() - t0:.0f} s: D_v {setup.bench.validation_groups}, "
+          f"judge {setup.bench.test_groups}", flush=True)
+    weights_table = draw_proxy_weights(rater_scores, cfg)
+    weights = weights_table[[f"w_{r}" for r in setup.raters]].to_numpy(dtype="float64")
+    ctx = mp.get_context("fork")
+    t0 = time.perf_counter()
+    with ctx.Pool(args.workers, initializer=_init, initargs=(setup, args.threads)) as pool:
+        times = [t for _, t in pool.imap_unordered(_proxy, [("proxy", (weights, i)) for i in range(len(weights))])]
+    print(f"{len(times)} sweep proxies in {time.perf_counter() - t0:.0f} s (mean {np.mean(times):.1f} s each)",
+          flush=True)
+    results, sweep_metrics, _ = train_proxies(docs, rater_scores, validation_ids, weights_table, cfg, work)
+    model, reg = fit_loss_regressor(results, cfg)
+    table10, _, search = search_optimal_weights(model, rater_scores, cfg)
+    selected, selection_metrics = select_with_optimal_weights(table10, rater_scores, docs, validation_ids, cfg, work)
+    from curation.metarater.experiment import _w_star
+
+    c = cfg.comparisons
+    sels = comparison_selections(setup.scaled, setup.raters, _w_star(table10, setup.raters), cfg.keep_frac,
+                                 methods=c.methods, seeds=c.seeds, single_raters=c.single_raters,
+                                 single_rater_seeds=c.single_rater_seeds, intersection_raters=c.intersection_raters,
+                                 select=setup.select)
+    t0 = time.perf_counter()
+    with ctx.Pool(args.workers, initializer=_init, initargs=(setup, args.threads)) as pool:
+        list(pool.imap_unordered(_proxy, [("eval", (s.method, s.indices, s.seed)) for s in sels]))
+    print(f"{len(sels)} comparison proxies in {time.perf_counter() - t0:.0f} s", flush=True)
+    table, summary, comparison_metrics = compare_selections(docs, rater_scores, validation_ids, table10, cfg, work)
+    columns = ["test_loss", *sorted(k for k in table.columns if k.startswith("test_loss_")),
+               "val_loss", *sorted(k for k in table.columns if k.startswith("val_loss_"))]
+    diffs = paired_differences(table, columns)
+    results.to_csv(out / "proxy_results.csv", index=False)
+    table10.to_csv(out / "weights.csv", index=False)
+    table.to_csv(out / "comparisons.csv", index=False)
+    summary.to_csv(out / "summary.csv", index=False)
+    diffs.to_csv(out / "differences.csv", index=False)
+    (out / "metrics.json").write_text(json.dumps({"sweep": sweep_metrics, "regression": reg, "search": search,
+                                                  "selection": selection_metrics,
+                                                  "comparisons": comparison_metrics, "config": overrides},
+                                                 indent=1, default=float))
+    pd.set_option("display.width", 200)
+    print(summary.to_string(index=False))
+    print(diffs[diffs["loss"].isin(["test_loss", "val_loss"])].to_string(index=False))
+    print(table10.head(8).to_string(index=False))
+    print(json.dumps(reg, default=float))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--root", default=".")
+    p.add_argument("--namespace", default="meta27")
+    p.add_argument("--holdout-fraction", type=float, default=0.1)
+    p.add_argument("--out", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--root", default=".")
+    r.add_argument("--inputs", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--work", default="/tmp/metarater-work")
+    r.add_argument("--workers", type=int, default=12)
+    r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--config", default="{}", help="metarater overrides as JSON")
+    args = parser.parse_args()
+    prepare(args) if args.step == "prepare" else run(args)
+
+
+if __name__ == "__main__":
+    main()
