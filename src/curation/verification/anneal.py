@@ -68,7 +68,7 @@ def sample_tokens(texts: list[str], tokenizer: tokenizers.Tokenizer, max_tokens:
     """A seeded sample of whole documents holding at most ``max_tokens`` tokens (each + its EOS), kept in
     the given order: the candidate's verification data (Ultra-FineWeb App. A's "smaller datasets", whose
     size sets the annealing length). Documents are drawn in a seeded random order; one that no longer fits
-    is skipped; at least one document is kept (the first drawn)."""
+    is skipped; when no document fits at all, the first drawn is kept alone."""
     order = np.random.default_rng(seed).permutation(len(texts))
     chosen: list[int] = []
     used = 0
@@ -76,12 +76,12 @@ def sample_tokens(texts: list[str], tokenizer: tokenizers.Tokenizer, max_tokens:
         block = order[start:start + 256]
         for i, enc in zip(block, tokenizer.encode_batch([texts[i] for i in block], add_special_tokens=False)):
             n = len(enc.ids) + 1
-            if used + n <= max_tokens or not chosen:
+            if used + n <= max_tokens:
                 chosen.append(int(i))
                 used += n
         if max_tokens - used < 16:
             break
-    return [texts[i] for i in sorted(chosen)]
+    return [texts[i] for i in sorted(chosen)] if chosen else [texts[int(order[0])]]
 
 
 def pack_candidates(documents: pd.DataFrame, candidates: pd.DataFrame, tokenizer: tokenizers.Tokenizer,

@@ -46,6 +46,7 @@ import pandas as pd
 from curation.evaluation.tasks import TASKS
 from curation.configuration import parse_dataclass
 from curation.selection.corpus import CorpusSpec
+from curation.verification.seed_loop import SeedLoopConfig
 
 DEFAULT_MIX = "default_mix"  # name of the default mix among the packed corpora; not a candidate name
 BASELINE = "default_only"  # the annealing run on the default mix alone (ratio 0)
@@ -81,6 +82,8 @@ class VerificationConfig:
     tasks: Optional[list[str]] = field(default_factory=_table8_tasks)  # None = eval.tasks
     limit: Optional[int] = 100  # items per task in each evaluation (None = eval.limit)
     seed: int = 0  # default-mix sample, base-model init, batch mixing
+    # pipeline=ufw_classifier: verified seed pools -> fastText classifier (curation.verification.seed_loop)
+    seed_loop: SeedLoopConfig = field(default_factory=SeedLoopConfig)
 
     def validate(self) -> "VerificationConfig":
         def require(ok: bool, key: str, message: str) -> None:
@@ -106,8 +109,9 @@ class VerificationConfig:
                 "anneal_max_steps must be >= 1 and anneal_epochs > 0")
         require(0 <= self.anneal_warmup_fraction < 1, "anneal_warmup_fraction", "must be in [0, 1)")
         require(self.limit is None or self.limit >= 1, "limit", "must be None or >= 1")
-        unknown = [t for t in self.tasks or [] if t not in TASKS]
+        unknown = [t for t in [*(self.tasks or []), *(self.seed_loop.tasks or [])] if t not in TASKS]
         require(not unknown, "tasks", f"unknown task {unknown[:1]}; known: {sorted(TASKS)}")
+        self.seed_loop.validate()
         return self
 
 
