@@ -38,7 +38,7 @@ def test_default_config_anneals_below_the_base_peak_on_at_most_5_percent_of_its_
         label = f"r{ratio:.2f}"
         assert summary[f"anneal_share_of_base_{label}"] <= 0.05
         assert summary[f"anneal_formula_governs_{label}"] == 1.0  # App. A's formula, not the cap
-    assert summary["anneal_steps_r0.30"] == 20 and summary["base_steps"] == 512
+    assert summary["anneal_steps_r0.30"] == 10 and summary["base_steps"] == 256
 
 
 def test_the_built_schedules_have_those_learning_rates():

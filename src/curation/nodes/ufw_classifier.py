@@ -68,7 +68,7 @@ def train_ufw_classifier(
     rates = keep_rates(scores)
     for _, row in rates.iterrows():
         metrics[f"keep_rate_{row['category']}"] = row["keep_rate"]
-    for k in range(1, loop.rounds + 1):
+    for k in range(1, int(metrics["rounds_run"]) + 1):
         round_rates = keep_rates(scores.assign(keep=scores[f"ufw_score_round{k}"] >= metrics["threshold"],
                                                ufw_score=scores[f"ufw_score_round{k}"]))
         for _, row in round_rates.iterrows():

@@ -25,9 +25,12 @@ model's under MuP):
   sets the length; ``anneal_max_steps`` is the paper's 5,000-step cap, sized so
   that it does not bind at the defaults (it binds from 26,215 candidate tokens
   at r = 0.3). At the defaults (tiny: 16 x 256 tokens a step) the base run is
-  2,097,152 tokens (512 steps) and annealing at r = 0.3 is 20 steps, 81,920
-  tokens = 3.9% of it (paper: 10B of 1.1T = 0.9%); r = 0.1 / 0.5 take 60 / 12
-  steps (11.7% / 2.3%). :func:`schedule_summary` computes these numbers.
+  1,048,576 tokens (256 steps, 10 of warmup) and annealing at r = 0.3 is 10
+  steps, 40,960 tokens = 3.9% of it (paper: 10B of 1.1T = 0.9%); r = 0.1 / 0.5
+  take 30 / 6 steps (11.7% / 2.3%). :func:`schedule_summary` computes these
+  numbers. The sizes are CPU-sized (a 2-core machine shared with other jobs
+  trains tiny at ~1,000 tokens/s with one thread); a candidate's verification
+  data is then ~4 documents, so a Table 8 row measures a small sample.
 
 :class:`VerificationConfig` mirrors ``conf/verification/default.yaml`` key for
 key (a test keeps them equal); :func:`verification_table` lays the results
@@ -69,10 +72,10 @@ class VerificationConfig:
     candidates: dict[str, CorpusSpec] = field(default_factory=_candidates)  # name -> corpus recipe
     default_docs: Optional[int] = None  # documents in the default mix: seeded sample of the corpus (None = all)
     ratios: list[float] = field(default_factory=lambda: [0.3])  # candidate share of each batch (paper: 0.3)
-    base_tokens: int = 2_097_152  # WSD base model budget (tokens): 512 steps of 16 x 256 with pretrain=tiny
+    base_tokens: int = 1_048_576  # WSD base model budget (tokens): 256 steps of 16 x 256 with pretrain=tiny
     base_warmup_fraction: float = 0.04  # share of the base steps in linear warmup (App. B: 1,000 of 26,000)
     base_decay_fraction: float = 0.1  # share of the base run spent decaying (Ultra-FineWeb: 0.1T of 1.1T)
-    candidate_tokens: Optional[int] = 8_192  # verification data: seeded document sample per candidate (None = all)
+    candidate_tokens: Optional[int] = 4_096  # verification data: seeded document sample per candidate (None = all)
     anneal_steps: Optional[int] = None  # annealing length (optimizer steps); None = App. A formula, capped
     anneal_epochs: float = 3.0  # n_epoch of App. A: passes over the candidate (paper: 3-5)
     anneal_max_steps: int = 64  # cap of the formula (optimizer steps; paper: 5,000); not binding at the defaults
