@@ -54,7 +54,9 @@ def test_the_built_schedules_have_those_learning_rates():
     anneal_lrs = [lr_at(s, anneal, n) for s in range(n)]
     assert max(anneal_lrs) == pytest.approx(0.1 * max(base_lrs))
     assert anneal_lrs[-1] == pytest.approx(0.05 * max(anneal_lrs))
-    assert anneal_lrs[0] < max(anneal_lrs)  # warmup, then exponential decay
+    # App. A's 10% warmup is round(0.1 * 10) = 1 step at the defaults: the first step already runs at the peak
+    assert anneal.warmup_steps == round(0.1 * n) == 1 and anneal_lrs[0] == max(anneal_lrs)
+    assert all(a > b for a, b in zip(anneal_lrs, anneal_lrs[1:]))  # then exponential decay
 
 
 def test_the_formula_governs_until_the_documented_cap():
