@@ -68,7 +68,8 @@ def sample_tokens(texts: list[str], tokenizer: tokenizers.Tokenizer, max_tokens:
     """A seeded sample of whole documents holding at most ``max_tokens`` tokens (each + its EOS), kept in
     the given order: the candidate's verification data (Ultra-FineWeb App. A's "smaller datasets", whose
     size sets the annealing length). Documents are drawn in a seeded random order; one that no longer fits
-    is skipped; when no document fits at all, the first drawn is kept alone."""
+    is skipped (so the sample leans to short documents once the budget is nearly full); when no document
+    fits at all, the first drawn is kept alone."""
     order = np.random.default_rng(seed).permutation(len(texts))
     chosen: list[int] = []
     used = 0
