@@ -35,11 +35,13 @@ def select_verification_candidates(
 
 def tokenize_verification_corpora(
     documents: pd.DataFrame, verification_candidates: pd.DataFrame, verification_tokenizer: tokenizers.Tokenizer,
-    pretrain: dict[str, Any]
+    pretrain: dict[str, Any], verification: dict[str, Any]
 ) -> tuple[dict[str, PackedDataset], dict[str, float]]:
-    """Pack the default mix and each candidate (``{name: PackedDataset}``), documents in corpus order."""
+    """Pack the default mix and each candidate (``{name: PackedDataset}``), documents in corpus order; each
+    candidate cut to a seeded ``verification.candidate_tokens`` sample (its verification data, App. A)."""
+    cfg = parse_verification_config(verification)
     return pack_candidates(documents, verification_candidates, verification_tokenizer,
-                           parse_config(pretrain).train.seq_len)
+                           parse_config(pretrain).train.seq_len, cfg.candidate_tokens, cfg.seed)
 
 
 def train_verification_base(

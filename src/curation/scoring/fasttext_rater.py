@@ -15,6 +15,9 @@ References
   256, a learning rate of 0.1, a maximum word n-gram length of 3, a minimum
   word occurrence threshold of 5, and a total of 3 training epochs"; training
   set evenly split between positives and negatives; inference threshold 0.5.
+  This rater is the recipe without the paper's seed loop (its positives are
+  fixed categories, not verified seed pools; no second round): the loop is
+  ``curation.verification.seed_loop`` (``curate pipeline=ufw_classifier``).
 
 Either recipe can instead load a pretrained ``.bin`` (the public DCLM
 ``openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin`` or the Ultra-FineWeb

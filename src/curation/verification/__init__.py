@@ -9,6 +9,8 @@ evaluated). Plain Python/PyTorch: the verification nodes adapt it to Kedro.
 from curation.verification.anneal import (
     anneal_candidates,
     annealing_length,
+    sample_tokens,
+    schedule_summary,
     select_candidates,
     tabulate,
     train_base,
@@ -31,6 +33,8 @@ __all__ = [
     "VerificationConfig",
     "anneal_candidates",
     "annealing_length",
+    "sample_tokens",
+    "schedule_summary",
     "format_table8",
     "parse_verification_config",
     "ratio_label",

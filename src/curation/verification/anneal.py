@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import pandas as pd
@@ -64,23 +64,60 @@ def select_candidates(
     return pd.concat(parts, ignore_index=True), pd.DataFrame(rows)
 
 
+def sample_tokens(texts: list[str], tokenizer: tokenizers.Tokenizer, max_tokens: int, seed: int) -> list[str]:
+    """A seeded sample of whole documents holding at most ``max_tokens`` tokens (each + its EOS), kept in
+    the given order: the candidate's verification data (Ultra-FineWeb App. A's "smaller datasets", whose
+    size sets the annealing length). Documents are drawn in a seeded random order; one that no longer fits
+    is skipped (so the sample leans to short documents once the budget is nearly full); when no document
+    fits at all, the first drawn is kept alone."""
+    order = np.random.default_rng(seed).permutation(len(texts))
+    chosen: list[int] = []
+    used = 0
+    for start in range(0, len(order), 256):
+        block = order[start:start + 256]
+        for i, enc in zip(block, tokenizer.encode_batch([texts[i] for i in block], add_special_tokens=False)):
+            n = len(enc.ids) + 1
+            if used + n <= max_tokens:
+                chosen.append(int(i))
+                used += n
+        if max_tokens - used < 16:
+            break
+    return [texts[i] for i in sorted(chosen)] if chosen else [texts[int(order[0])]]
+
+
 def pack_candidates(documents: pd.DataFrame, candidates: pd.DataFrame, tokenizer: tokenizers.Tokenizer,
-                    seq_len: int) -> tuple[dict[str, PackedDataset], dict[str, float]]:
-    """Pack the default mix and each candidate (``{name: PackedDataset}``), documents in corpus order."""
+                    seq_len: int, candidate_tokens: Optional[int] = None,
+                    seed: int = 0) -> tuple[dict[str, PackedDataset], dict[str, float]]:
+    """Pack the default mix and each candidate (``{name: PackedDataset}``), documents in corpus order; each
+    candidate (not the default mix) is first cut to a seeded sample of at most ``candidate_tokens``
+    (:func:`sample_tokens`; None keeps it whole)."""
     text = documents.set_index("id")["text"]
     packed, metrics = {}, {}
     for name, group in candidates.groupby("candidate", sort=False):
-        packed[name] = pack_texts(text.loc[group["id"]].tolist(), tokenizer, seq_len)
+        texts = text.loc[group["id"]].tolist()
+        if name != DEFAULT_MIX and candidate_tokens is not None:
+            texts = sample_tokens(texts, tokenizer, candidate_tokens, seed)
+        packed[name] = pack_texts(texts, tokenizer, seq_len)
         metrics[f"{name}_tokens"] = float(packed[name].n_tokens)
+        metrics[f"{name}_verification_docs"] = float(len(texts))
     return packed, metrics
 
 
 def base_config(pretrain: PretrainConfig, cfg: VerificationConfig) -> PretrainConfig:
-    """``pretrain`` with a WSD schedule over ``base_tokens``, decaying over ``base_decay_fraction``."""
+    """``pretrain`` with a WSD schedule over ``base_tokens``: linear warmup over ``base_warmup_fraction`` of
+    the steps (App. B: 1,000 of 26,000), stable at ``pretrain.train.lr``, exponential decay to
+    ``pretrain.train.min_lr`` over the last ``base_decay_fraction`` (Sec. 2.2: 0.1T of 1.1T)."""
     base = copy.deepcopy(pretrain)
+    steps = base_steps(pretrain, cfg)
     base.train = dataclasses.replace(pretrain.train, schedule="wsd", decay_fraction=cfg.base_decay_fraction,
+                                     warmup_steps=round(cfg.base_warmup_fraction * steps),
                                      max_tokens=cfg.base_tokens, max_steps=None, seed=cfg.seed)
     return base.validate()
+
+
+def base_steps(pretrain: PretrainConfig, cfg: VerificationConfig) -> int:
+    """Optimizer steps of the base run (``base_tokens`` in steps of ``pretrain.train.tokens_per_step``)."""
+    return max(1, cfg.base_tokens // pretrain.train.tokens_per_step)
 
 
 def train_base(tokens: dict[str, PackedDataset], tokenizer: tokenizers.Tokenizer, pretrain: PretrainConfig,
@@ -100,23 +137,56 @@ def train_base(tokens: dict[str, PackedDataset], tokenizer: tokenizers.Tokenizer
 
 def anneal_config(pretrain: PretrainConfig, cfg: VerificationConfig, steps: int) -> PretrainConfig:
     """App. A annealing: warmup over ``anneal_warmup_fraction`` of the steps, then exponential decay
-    (WSD with no stable phase) from ``anneal_lr`` to ``anneal_min_lr``."""
+    (WSD with no stable phase) from the peak ``anneal_lr_scale`` x the base run's peak
+    (``pretrain.train.lr``; App. A's 1e-3 after App. B's 1e-2) to ``anneal_min_lr_scale`` x that peak
+    (5e-5 / 1e-3)."""
     anneal = copy.deepcopy(pretrain)
     warmup = round(cfg.anneal_warmup_fraction * steps)
+    peak = cfg.anneal_lr_scale * pretrain.train.lr
     anneal.train = dataclasses.replace(pretrain.train, schedule="wsd", decay_shape="exp",
                                        decay_fraction=(steps - warmup) / steps, warmup_steps=warmup,
-                                       lr=cfg.anneal_lr, min_lr=cfg.anneal_min_lr, max_steps=steps, seed=cfg.seed)
+                                       lr=peak, min_lr=cfg.anneal_min_lr_scale * peak, max_steps=steps,
+                                       seed=cfg.seed)
     return anneal.validate()
 
 
 def annealing_length(cfg: VerificationConfig, candidates: dict[str, PackedDataset], ratios: list[float],
                      batch_size: int, seq_len: int) -> int:
-    """Steps of every annealing run: ``anneal_steps``, else App. A's formula for the candidate and ratio
-    that need the most, capped at ``anneal_max_steps`` (one length, so every delta compares like with like)."""
+    """Steps of the annealing runs at ``ratios``: ``anneal_steps``, else App. A's formula
+    (``tokens x n_epoch / r`` in steps of ``batch x seq_len``) for the candidate that needs the most, capped
+    at ``anneal_max_steps``. Called per ratio: every candidate and the default-only control at one ratio
+    anneal equally long (App. A: "the training steps for the baseline experiments are also dynamically
+    adjusted"), so each delta compares like with like."""
     if cfg.anneal_steps is not None:
         return cfg.anneal_steps
     return max(annealing_steps(packed.n_tokens, ratio, batch_size, seq_len, cfg.anneal_epochs, cfg.anneal_max_steps)
                for packed in candidates.values() for ratio in ratios)
+
+
+def schedule_summary(pretrain: PretrainConfig, cfg: VerificationConfig,
+                     candidate_tokens: Optional[int] = None) -> dict[str, float]:
+    """The verification's schedule numbers for a candidate of ``candidate_tokens`` (default: a full
+    ``cfg.candidate_tokens`` sample): base peak, steps, tokens; per ratio the annealing peak, steps, tokens,
+    its share of the base run's tokens and whether App. A's formula or the cap set the length."""
+    tokens = candidate_tokens if candidate_tokens is not None else cfg.candidate_tokens
+    if tokens is None:
+        raise ValueError("name candidate_tokens: the config keeps candidates whole")
+    per_step = pretrain.train.tokens_per_step
+    seq_len, batch = pretrain.train.seq_len, pretrain.train.batch_size * pretrain.train.accumulate_grad_batches
+    out = {"base_peak_lr": pretrain.train.lr, "base_final_lr": pretrain.train.min_lr,
+           "base_steps": float(base_steps(pretrain, cfg)), "base_tokens": float(base_steps(pretrain, cfg) * per_step),
+           "base_warmup_steps": float(base_config(pretrain, cfg).train.warmup_steps),
+           "anneal_peak_lr": cfg.anneal_lr_scale * pretrain.train.lr,
+           "anneal_final_lr": cfg.anneal_min_lr_scale * cfg.anneal_lr_scale * pretrain.train.lr}
+    for ratio in cfg.ratios:
+        label = ratio_label(ratio)
+        formula = annealing_steps(tokens, ratio, batch, seq_len, cfg.anneal_epochs, 10**12)
+        steps = cfg.anneal_steps if cfg.anneal_steps is not None else min(formula, cfg.anneal_max_steps)
+        out[f"anneal_steps_{label}"] = float(steps)
+        out[f"anneal_tokens_{label}"] = float(steps * per_step)
+        out[f"anneal_share_of_base_{label}"] = steps * per_step / out["base_tokens"]
+        out[f"anneal_formula_governs_{label}"] = float(cfg.anneal_steps is None and formula <= cfg.anneal_max_steps)
+    return out
 
 
 def anneal_candidates(
@@ -141,13 +211,17 @@ def anneal_candidates(
     seq_len, batch = train_cfg.seq_len, train_cfg.batch_size
     default = PackedDataset(tokens[DEFAULT_MIX].path, seq_len=seq_len)
     candidates = {name: PackedDataset(p.path, seq_len=seq_len) for name, p in tokens.items() if name != DEFAULT_MIX}
-    steps = annealing_length(cfg, candidates, cfg.ratios, batch * train_cfg.accumulate_grad_batches, seq_len)
-    anneal_cfg = anneal_config(pretrain, cfg, steps)
-    micro_batches = steps * anneal_cfg.train.accumulate_grad_batches
-
+    lengths = {ratio: annealing_length(cfg, candidates, [ratio], batch * train_cfg.accumulate_grad_batches, seq_len)
+               for ratio in cfg.ratios}
+    per_step = train_cfg.tokens_per_step
+    base_tokens = base_steps(pretrain, cfg) * per_step
     records, histories = [], []
-    metrics: dict[str, float] = {"anneal_steps": float(steps),
-                                 "anneal_tokens": float(steps * anneal_cfg.train.tokens_per_step)}
+    metrics: dict[str, float] = {"anneal_steps": float(max(lengths.values())),
+                                 "anneal_tokens": float(max(lengths.values()) * per_step),
+                                 "anneal_peak_lr": cfg.anneal_lr_scale * train_cfg.lr, "base_peak_lr": train_cfg.lr}
+    for ratio, steps in lengths.items():
+        metrics[f"anneal_steps_{ratio_label(ratio)}"] = float(steps)
+        metrics[f"anneal_share_of_base_{ratio_label(ratio)}"] = steps * per_step / base_tokens
 
     def record(run: str, dataset: str, ratio: float, checkpoint: LMCheckpoint) -> None:
         scores, table = run_evaluation(checkpoint, eval_cfg, cache)
@@ -161,13 +235,15 @@ def anneal_candidates(
     runs += [(name, name, ratio) for ratio in cfg.ratios for name in candidates]
     for dataset, candidate, ratio in runs:
         run = f"{dataset}_{ratio_label(ratio)}"
+        anneal_cfg = anneal_config(pretrain, cfg, lengths[ratio])
+        micro_batches = lengths[ratio] * anneal_cfg.train.accumulate_grad_batches
         # The default-only run draws with ratio 0, through the same sampler, so only the mix differs.
         source = candidates[candidate] if candidate is not None else default
         share = ratio if candidate is not None else 0.0
         loader = mixed_loader(source, default, share, batch, micro_batches, seed=cfg.seed)
         data_key = config_key("anneal", packed_digest(source), packed_digest(default), share, seq_len, micro_batches,
                               cfg.seed)
-        log.info("annealing %s: %d steps, candidate share %.2f", run, steps, share)
+        log.info("annealing %s: %d steps, candidate share %.2f", run, lengths[ratio], share)
         trained = train_cached(anneal_cfg, loader, data_key, cache, init_from=base.model)
         metrics[f"{run}_final_loss"] = trained.metrics["final_loss"]
         metrics[f"{run}_cache_hit"] = float(trained.cache_hit)

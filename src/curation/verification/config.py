@@ -1,15 +1,36 @@
 """Efficient verification (Ultra-FineWeb, seeds/002 Sec. 2.2, App. A, C.3, Table 8): knobs and the table.
 
-The strategy: train a base model with a WSD schedule (stable, then decay) on a
-default mix; then, for each candidate corpus, anneal that base model on a mix
-giving the candidate a share ``r`` of every batch (30% in the paper, 5-50% in
-App. C.3) and the default mix the rest, and compare the annealed model's
-zero-shot scores with the same annealing on the default mix alone. Annealing
-(App. A): warmup over the first 10% of the steps to a peak LR of 1e-3, then
-exponential decay to 5e-5; its length is ``Total Token = tokens x n_epoch / r``
-in steps of ``Global BS x Seq Len``, capped (5,000 steps, ~10B tokens, in the
-paper; a few dozen here on CPU). "Two-stage annealing" is read as these two
-stages, warmup then decay.
+The strategy: train a base model with a WSD schedule (linear warmup, stable,
+then decay) on a default mix; then, for each candidate corpus, anneal that base
+model on a mix giving the candidate a share ``r`` of every batch (30% in the
+paper, 5-50% in App. C.3) and the default mix the rest, and compare the
+annealed model's zero-shot scores with the same annealing on the default mix
+alone. "Two-stage annealing" is read as App. A's two stages: warmup over the
+first 10% of the steps, then exponential decay.
+
+The scale relations are the paper's, not its absolute numbers (which are a 1B
+model's under MuP):
+
+- annealing peak LR = ``anneal_lr_scale`` (0.1) x the base run's peak
+  (``pretrain.train.lr``): App. A anneals at 1e-3 after App. B's 1e-2 peak; the
+  final LR = ``anneal_min_lr_scale`` (0.05) x the annealing peak (5e-5 / 1e-3).
+  With ``pretrain=tiny`` (peak 4e-4, WSD floor 4e-5) annealing re-warms to 4e-5,
+  exactly where the base run's decay ended, as 1e-3 is App. B's final LR;
+- the base run warms up over ``base_warmup_fraction`` (0.04: App. B's 1,000 of
+  26,000 steps), is stable, then decays over the last ``base_decay_fraction``
+  (0.1T of 1.1T);
+- each candidate's verification data is a seeded document sample of at most
+  ``candidate_tokens`` (the paper's "smaller datasets"), and App. A's formula
+  ``Total Token = tokens x n_epoch / r`` in steps of ``Global BS x Seq Len``
+  sets the length; ``anneal_max_steps`` is the paper's 5,000-step cap, sized so
+  that it does not bind at the defaults (it binds from 26,215 candidate tokens
+  at r = 0.3). At the defaults (tiny: 16 x 256 tokens a step) the base run is
+  1,048,576 tokens (256 steps, 10 of warmup) and annealing at r = 0.3 is 10
+  steps, 40,960 tokens = 3.9% of it (paper: 10B of 1.1T = 0.9%); r = 0.1 / 0.5
+  take 30 / 6 steps (11.7% / 2.3%). :func:`schedule_summary` computes these
+  numbers. The sizes are CPU-sized (a 2-core machine shared with other jobs
+  trains tiny at ~1,000 tokens/s with one thread); a candidate's verification
+  data is then ~4 documents, so a Table 8 row measures a small sample.
 
 :class:`VerificationConfig` mirrors ``conf/verification/default.yaml`` key for
 key (a test keeps them equal); :func:`verification_table` lays the results
@@ -28,6 +49,7 @@ import pandas as pd
 from curation.evaluation.tasks import TASKS
 from curation.configuration import parse_dataclass
 from curation.selection.corpus import CorpusSpec
+from curation.verification.seed_loop import SeedLoopConfig
 
 DEFAULT_MIX = "default_mix"  # name of the default mix among the packed corpora; not a candidate name
 BASELINE = "default_only"  # the annealing run on the default mix alone (ratio 0)
@@ -50,17 +72,21 @@ class VerificationConfig:
     candidates: dict[str, CorpusSpec] = field(default_factory=_candidates)  # name -> corpus recipe
     default_docs: Optional[int] = None  # documents in the default mix: seeded sample of the corpus (None = all)
     ratios: list[float] = field(default_factory=lambda: [0.3])  # candidate share of each batch (paper: 0.3)
-    base_tokens: int = 524_288  # WSD base model budget (tokens)
+    base_tokens: int = 1_048_576  # WSD base model budget (tokens): 256 steps of 16 x 256 with pretrain=tiny
+    base_warmup_fraction: float = 0.04  # share of the base steps in linear warmup (App. B: 1,000 of 26,000)
     base_decay_fraction: float = 0.1  # share of the base run spent decaying (Ultra-FineWeb: 0.1T of 1.1T)
+    candidate_tokens: Optional[int] = 4_096  # verification data: seeded document sample per candidate (None = all)
     anneal_steps: Optional[int] = None  # annealing length (optimizer steps); None = App. A formula, capped
     anneal_epochs: float = 3.0  # n_epoch of App. A: passes over the candidate (paper: 3-5)
-    anneal_max_steps: int = 48  # cap of the formula (optimizer steps; paper: 5,000)
-    anneal_lr: float = 1e-3  # peak annealing learning rate (App. A)
-    anneal_min_lr: float = 5e-5  # final annealing learning rate (App. A)
+    anneal_max_steps: int = 64  # cap of the formula (optimizer steps; paper: 5,000); not binding at the defaults
+    anneal_lr_scale: float = 0.1  # annealing peak LR / the base run's peak (App. A 1e-3 / App. B 1e-2)
+    anneal_min_lr_scale: float = 0.05  # final annealing LR / the annealing peak (App. A 5e-5 / 1e-3)
     anneal_warmup_fraction: float = 0.1  # share of the annealing steps warming up (App. A)
     tasks: Optional[list[str]] = field(default_factory=_table8_tasks)  # None = eval.tasks
     limit: Optional[int] = 100  # items per task in each evaluation (None = eval.limit)
     seed: int = 0  # default-mix sample, base-model init, batch mixing
+    # pipeline=ufw_classifier: verified seed pools -> fastText classifier (curation.verification.seed_loop)
+    seed_loop: SeedLoopConfig = field(default_factory=SeedLoopConfig)
 
     def validate(self) -> "VerificationConfig":
         def require(ok: bool, key: str, message: str) -> None:
@@ -75,13 +101,20 @@ class VerificationConfig:
         require(bool(self.ratios) and all(0 < r < 1 for r in self.ratios), "ratios", "each ratio must be in (0, 1)")
         require(self.base_tokens >= 1, "base_tokens", "must be >= 1")
         require(0 <= self.base_decay_fraction <= 1, "base_decay_fraction", "must be in [0, 1]")
+        require(0 <= self.base_warmup_fraction < 1 and self.base_warmup_fraction + self.base_decay_fraction <= 1,
+                "base_warmup_fraction", "must be in [0, 1) and leave room for the decay")
+        require(self.candidate_tokens is None or self.candidate_tokens >= 1, "candidate_tokens",
+                "must be None or >= 1")
+        require(0 < self.anneal_lr_scale, "anneal_lr_scale", "must be > 0")
+        require(0 < self.anneal_min_lr_scale <= 1, "anneal_min_lr_scale", "must be in (0, 1]")
         require(self.anneal_steps is None or self.anneal_steps >= 1, "anneal_steps", "must be None or >= 1")
         require(self.anneal_max_steps >= 1 and self.anneal_epochs > 0, "anneal_max_steps",
                 "anneal_max_steps must be >= 1 and anneal_epochs > 0")
         require(0 <= self.anneal_warmup_fraction < 1, "anneal_warmup_fraction", "must be in [0, 1)")
         require(self.limit is None or self.limit >= 1, "limit", "must be None or >= 1")
-        unknown = [t for t in self.tasks or [] if t not in TASKS]
+        unknown = [t for t in [*(self.tasks or []), *(self.seed_loop.tasks or [])] if t not in TASKS]
         require(not unknown, "tasks", f"unknown task {unknown[:1]}; known: {sorted(TASKS)}")
+        self.seed_loop.validate()
         return self
 
 

@@ -35,7 +35,8 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 tokenize_verification_corpora,
-                inputs=["documents@frame", "verification_candidates", "verification_tokenizer", "params:pretrain"],
+                inputs=["documents@frame", "verification_candidates", "verification_tokenizer", "params:pretrain",
+                        "params:verification"],
                 outputs=["verification_tokens", "verification_tokens_metrics"],
                 name="tokenize_verification_corpora_node",
             ),
