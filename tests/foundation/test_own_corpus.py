@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from curation.shards import ShardedDataset
 from tests.conftest import CORPUS_SHARDS
@@ -62,6 +63,8 @@ def _plain_corpus(project: Path) -> Path:
     return path
 
 
+# ~4.5 min on 2 cores (three default jobs and a kill): opt-in, `scripts/test.sh -m optin`.
+@pytest.mark.optin
 def test_a_plain_id_text_corpus_runs_the_default_job_the_same_every_time_and_after_a_kill(project):
     path = _plain_corpus(project)
     first = _curate(project, f"data.path={path}", "run.namespace=plain_a", "cache.enabled=false")

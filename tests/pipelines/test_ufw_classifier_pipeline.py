@@ -16,7 +16,8 @@ from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
 from tests.conftest import make_project
 
-pytestmark = pytest.mark.slow  # ingest, a micro base model, 12 annealing runs and evaluations, 2 fastText rounds
+# Opt-in (`scripts/test.sh -m optin`): 10 min at load 9, several idle.
+pytestmark = [pytest.mark.slow, pytest.mark.optin]  # ingest, a micro base model, 12 annealing runs and evaluations, 2 fastText rounds
 
 MICRO = [
     "data.max_docs=300",

@@ -357,6 +357,7 @@ def test_policy_health_flags_a_forced_collapse_and_the_summary_warns(caplog):
 
 
 @pytest.mark.slow
+@pytest.mark.optin  # ~3 min on 2 cores: opt-in, `scripts/test.sh -m optin`
 def test_long_runs_at_100k_return_the_mask_the_logits_learned():
     # issue #20: N = 100k, d = 384, 10% kept, PWS only, every other knob at its default (lr 10, G 128,
     # r 0.05, final: sample). Before the exact sampler the returned mask fell to near-random at
