@@ -213,3 +213,16 @@ class ResultCache:
         if self.enabled:
             atomic_write(path, lambda p: value.to_parquet(p, index=False))
         return value
+
+
+def package_versions(packages: tuple[str, ...]) -> dict[str, str]:
+    """Installed version of each package ("absent" if not installed): part of an artifact's provenance."""
+    from importlib import metadata
+
+    out = {}
+    for name in packages:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out

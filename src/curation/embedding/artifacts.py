@@ -26,11 +26,10 @@ import json
 import os
 import time
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from curation.cache import atomic_folder
+from curation.cache import atomic_folder, package_versions
 
 # bump when the files a builder writes change meaning
 # static-v3: tokenizer without padding, embedding matrix saved C-contiguous
@@ -88,16 +87,6 @@ def source_fingerprint(model_dir: Path) -> dict[str, str]:
     return {name: _sha256(model_dir / name) for name in _SOURCE_FILES if (model_dir / name).is_file()}
 
 
-def _versions(packages: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for name in packages:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
-
 def artifact_spec(kind: str, model_dir: Path, params: Mapping[str, Any], packages: tuple[str, ...]) -> dict[str, Any]:
     """Everything the artifact is made from; its digest names the folder."""
     return {
@@ -105,7 +94,7 @@ def artifact_spec(kind: str, model_dir: Path, params: Mapping[str, Any], package
         "version": ARTIFACT_VERSIONS[kind],
         "params": dict(params),
         "source": {"dir_name": model_dir.name, "files": source_fingerprint(model_dir)},
-        "libraries": _versions(packages),
+        "libraries": package_versions(packages),
     }
 
 

@@ -506,6 +506,18 @@ OPTIMIZER_SHARDING = {"distrib_optim_sharding_type": "dp_reshardable"}
 LOG_FILE = "train_log.jsonl"
 
 
+def _start_run(args: argparse.Namespace, rank: int, world_size: int):
+    """(plan, rank-0 print, save folder or None, rank-0 log path or None); prints the plan, makes the folder."""
+    plan = build_plan(args, world_size, count=False)
+    say = print if rank == 0 else (lambda *a, **k: None)
+    say("\n".join(plan.lines()), flush=True)
+    save_dir = Path(args.save) if args.save else None
+    log_path = save_dir / LOG_FILE if save_dir is not None and rank == 0 else None
+    if save_dir is not None:
+        save_dir.mkdir(parents=True, exist_ok=True)
+    return plan, say, save_dir, log_path
+
+
 def train(args: argparse.Namespace) -> None:
     """Pre-train with megatron-core: on CUDA + NCCL (:func:`_train_cuda`) or on CPU + gloo (:func:`_train_cpu`)."""
     if pick_device(args.device) == "cuda":
@@ -548,13 +560,7 @@ def _train_cpu(args: argparse.Namespace) -> None:
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(1, 1)
     seed_on_cpu(args.seed)
-    plan = build_plan(args, world_size, count=False)
-    say = print if rank == 0 else (lambda *a, **k: None)
-    say("\n".join(plan.lines()), flush=True)
-    save_dir = Path(args.save) if args.save else None
-    log_path = save_dir / LOG_FILE if save_dir is not None and rank == 0 else None
-    if save_dir is not None:
-        save_dir.mkdir(parents=True, exist_ok=True)
+    plan, say, save_dir, log_path = _start_run(args, rank, world_size)
 
     with megatron_on_cpu():
         model = build_model(args.model, device="cpu", **_model_overrides(args))
@@ -658,13 +664,7 @@ def _train_cuda(args: argparse.Namespace) -> None:
     parallel_state.initialize_model_parallel(args.tensor_parallel, 1,
                                              expert_model_parallel_size=args.expert_parallel)
     model_parallel_cuda_manual_seed(args.seed)
-    plan = build_plan(args, world_size, count=False)
-    say = print if rank == 0 else (lambda *a, **k: None)
-    say("\n".join(plan.lines()), flush=True)
-    save_dir = Path(args.save) if args.save else None
-    log_path = save_dir / LOG_FILE if save_dir is not None and rank == 0 else None
-    if save_dir is not None:
-        save_dir.mkdir(parents=True, exist_ok=True)
+    plan, say, save_dir, log_path = _start_run(args, rank, world_size)
 
     dtype = torch.float32 if args.fp32 else torch.bfloat16
     model = build_model(args.model, device="cuda", use_cpu_initialization=False, bf16=not args.fp32,

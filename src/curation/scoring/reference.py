@@ -35,14 +35,13 @@ import logging
 import os
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-from curation.cache import file_digest
+from curation.cache import file_digest, package_versions
 from curation.scoring.training_sets import EVAL, build_training_set, category_of, holdout_rows, human_label_split
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -141,16 +140,6 @@ def reference_eval_rows(cfg: "ScoringConfig") -> pd.DataFrame:
     return labelled.loc[split == EVAL].reset_index(drop=True)
 
 
-def _versions(packages: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for name in packages:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
-
 def _training_params(cfg: "ScoringConfig") -> dict[str, Any]:
     # where the reference lives and the source switch do not change what is learnt from it; no hold-out
     # (the default) hashes as before the hold-out existed, so existing artifacts keep their digests
@@ -171,7 +160,7 @@ def _spec(kind: str, cfg: "ScoringConfig", params: Mapping[str, Any], libraries:
         "version": REFERENCE_VERSION,
         "params": dict(params),
         "source": {"reference_corpus": reference_fingerprint(cfg.training.reference_path)},
-        "libraries": _versions(libraries),
+        "libraries": package_versions(libraries),
     }
 
 
