@@ -61,3 +61,38 @@ def test_against_reference_signs_seed_sd_and_seeds_needed():
     assert seeds_needed(0.1, 0.2) == 16  # (2 * 0.2 / 0.1)^2
     fig = heatmap(table, "random")
     assert len(fig.axes[0].patches) == 0 or all(p.get_hatch() == "///" for p in fig.axes[0].patches)
+
+
+def _protocol(means: dict[str, float], noise: float = 0.01) -> pd.DataFrame:
+    """Three seeds per corpus, each the mean plus a fixed small offset per seed (paired, tiny spread)."""
+    offsets = {0: -noise, 1: 0.0, 2: noise * 0.5}
+    return pd.DataFrame([{"corpus": c, "seed": s, "metric": "m", "value": m + o}
+                         for c, m in means.items() for s, o in offsets.items()])
+
+
+def test_rank_agreement_of_the_same_ranking_and_of_its_reverse_by_hand():
+    from curation.reporting.decisions import rank_agreement
+
+    train = _protocol({"x": 1.0, "y": 2.0, "z": 3.0})
+    same = rank_agreement(train, _protocol({"x": 10.0, "y": 20.0, "z": 30.0}), names=("train", "verify")).iloc[0]
+    assert same["kendall_tau"] == pytest.approx(1.0) and same["sign_agreement"] == 1.0
+    assert (same["pairs"], same["decided_train"], same["decided_verify"]) == (3, 3, 3)
+    assert (same["decided_both"], same["agree_both"], same["disagree_both"]) == (3, 3, 0)
+    reverse = rank_agreement(train, _protocol({"x": 3.0, "y": 2.0, "z": 1.0})).iloc[0]
+    assert reverse["kendall_tau"] == pytest.approx(-1.0) and reverse["sign_agreement"] == 0.0
+    assert (reverse["agree_both"], reverse["disagree_both"]) == (0, 3)
+
+
+def test_rank_agreement_counts_a_pair_one_protocol_cannot_decide():
+    from curation.reporting.decisions import rank_agreement
+
+    train = _protocol({"x": 1.0, "y": 2.0, "z": 3.0})
+    # y and z differ by far less than the seed noise in the second protocol: its pair (y, z) is undecided,
+    # while x is far below both; tau over (1, 2, 3) vs (0, 5.0, 5.001) is still 1.
+    noisy = pd.DataFrame([{"corpus": c, "seed": s, "metric": "m", "value": v} for c, vals in
+                          {"x": (0.0, 0.0, 0.0), "y": (5.0, 4.0, 6.0), "z": (6.0, 5.0, 4.003)}.items()
+                          for s, v in enumerate(vals)])
+    row = rank_agreement(train, noisy).iloc[0]
+    assert row["decided_first"] == 3 and row["decided_second"] == 2
+    assert (row["decided_both"], row["agree_both"], row["disagree_both"]) == (2, 2, 0)
+    assert row["kendall_tau"] == pytest.approx(1.0)

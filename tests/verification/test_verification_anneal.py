@@ -81,3 +81,8 @@ def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed
     assert metrics["anneal_steps"] == STEPS
     assert set(results["run"]) == {BASE, *runs} and set(results["dataset"]) == {BASE, BASELINE, "cand", "other"}
     assert np.isfinite(pd.Series({r: metrics[f"{r}_final_loss"] for r in runs})).all()
+    # every evaluated model's task-averaged continuous metrics and reference loss are recorded (the rank
+    # agreement with from-scratch training reads them), and differ between differently annealed models
+    for metric in ("mc_correct_prob_per_char", "mc_margin_per_char", "ref_bits_per_byte"):
+        values = pd.Series({r: metrics[f"{r}_{metric}"] for r in [BASE, *runs]})
+        assert np.isfinite(values).all() and values.nunique() > 1, metric

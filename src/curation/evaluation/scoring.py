@@ -58,6 +58,8 @@ class LMScorer:
         self.prepend_eos = prepend_eos
         self.eos_id = eos_id(tokenizer)
         self.max_length = max_length or model.config.max_seq_len
+        # Inputs go where the model is (a GPU-trained model is scored on its GPU; CPU by default).
+        self.device = next(model.parameters()).device
 
     # --- encoding ---
 
@@ -106,11 +108,11 @@ class LMScorer:
             batch = torch.full((len(inputs), width), self.eos_id, dtype=torch.long)
             for row, x in enumerate(inputs):
                 batch[row, : len(x)] = torch.tensor(x, dtype=torch.long)
-            logits = self.model(batch).logits  # (B, T, vocab)
+            logits = self.model(batch.to(self.device)).logits  # (B, T, vocab)
             for row, i in enumerate(chunk):
                 n, k = len(inputs[row]), len(conts[row])
                 logprobs = logits[row, n - k : n].float().log_softmax(dim=-1)  # positions that predict cont
-                target = torch.tensor(conts[row], dtype=torch.long)
+                target = torch.tensor(conts[row], dtype=torch.long, device=logprobs.device)
                 ll = float(logprobs.gather(-1, target[:, None]).sum())
                 greedy = bool((logprobs.argmax(dim=-1) == target).all())
                 results[i] = (ll, greedy)
@@ -169,7 +171,7 @@ class LMScorer:
 
     def _greedy_batch(self, prompts: list[list[int]], until: Sequence[str], max_new_tokens: int) -> list[str]:
         """Greedy decoding of equal-length prompts; each row stops at EOS or a stop string."""
-        ids = torch.tensor(prompts, dtype=torch.long)  # (B, T)
+        ids = torch.tensor(prompts, dtype=torch.long, device=self.device)  # (B, T)
         generated: list[list[int]] = [[] for _ in prompts]
         done = [False] * len(prompts)
         for _ in range(max_new_tokens):

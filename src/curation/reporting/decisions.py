@@ -169,3 +169,46 @@ def heatmap(table: pd.DataFrame, reference: str, metrics: Optional[Iterable[str]
     fig.colorbar(image, ax=ax, label="z = better-direction diff / se", shrink=0.8)
     fig.tight_layout()
     return fig
+
+
+def rank_agreement(first: pd.DataFrame, second: pd.DataFrame, metrics: Optional[Sequence[str]] = None,
+                   names: tuple[str, str] = ("first", "second")) -> pd.DataFrame:
+    """Do two protocols rank the same corpora alike? (Ultra-FineWeb Sec. 3's claim that annealing
+    verification stands in for training, tested as DataDecide Sec. 4 tests small-scale proxies.)
+
+    first, second: long frames (``corpus``, ``seed``, ``metric``, ``value``), e.g. from-scratch training and
+    annealing verification of the same corpora. Per metric found in both, over the corpora both have:
+
+    - ``kendall_tau``: Kendall's tau-b between the two protocols' corpus means (higher-is-better or not
+      does not matter: both protocols measure the same metric);
+    - ``sign_agreement``: share of corpus pairs whose mean differences have the same sign in both;
+    - ``decided_<name>``: pairs that protocol decides (:func:`decisions`, > 2 SE over seeds);
+      ``decided_both``, ``agree_both`` (same winner), ``disagree_both`` (opposite winners) among them.
+    """
+    from scipy.stats import kendalltau
+
+    a_name, b_name = names
+    metrics = list(metrics) if metrics is not None else [m for m in dict.fromkeys(first["metric"])
+                                                          if m in set(second["metric"])]
+    rows = []
+    for metric in metrics:
+        fa, fb = first[first["metric"] == metric], second[second["metric"] == metric]
+        corpora = [c for c in dict.fromkeys(fa["corpus"]) if c in set(fb["corpus"])]
+        if len(corpora) < 2:
+            continue
+        ma = fa.groupby("corpus")["value"].mean().loc[corpora]
+        mb = fb.groupby("corpus")["value"].mean().loc[corpora]
+        tau = float(kendalltau(ma.to_numpy(), mb.to_numpy()).statistic) if len(corpora) > 2 else float("nan")
+        da = decisions(fa[fa["corpus"].isin(corpora)], [metric], order=corpora).set_index(["corpus_a", "corpus_b"])
+        db = decisions(fb[fb["corpus"].isin(corpora)], [metric], order=corpora).set_index(["corpus_a", "corpus_b"])
+        common = da.index.intersection(db.index)
+        da, db = da.loc[common], db.loc[common]
+        both = da["decided"] & db["decided"]
+        rows.append({
+            "metric": metric, "corpora": len(corpora), "pairs": len(common), "kendall_tau": tau,
+            "sign_agreement": float(np.mean(np.sign(da["mean_diff"]) == np.sign(db["mean_diff"]))),
+            f"decided_{a_name}": int(da["decided"].sum()), f"decided_{b_name}": int(db["decided"].sum()),
+            "decided_both": int(both.sum()), "agree_both": int((both & (da["winner"] == db["winner"])).sum()),
+            "disagree_both": int((both & (da["winner"] != db["winner"])).sum()),
+        })
+    return pd.DataFrame(rows)

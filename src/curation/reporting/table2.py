@@ -152,8 +152,10 @@ def _notes(scores: pd.DataFrame, per_seed: pd.DataFrame, table: pd.DataFrame, ru
 
 # The metrics every Table 2 decision is made on: the paper's accuracy averages (percent) and the continuous
 # likelihood metrics averaged over the multiple-choice tasks (DataDecide), and the held-out loss when logged.
+# final_val_loss is not here: it is each corpus's loss on its *own* held-out tail, a different text per
+# corpus, so a difference in it says which corpus is easier to model, not which trains the better model.
 CONTINUOUS = ("mc_correct_prob_per_char", "mc_norm_correct_prob_per_char", "mc_margin_per_char",
-              "mc_correct_logprob_per_char", "ref_bits_per_byte", "final_val_loss")
+              "mc_correct_logprob_per_char", "ref_bits_per_byte")
 
 
 def decision_values(runs: pd.DataFrame) -> pd.DataFrame:

@@ -189,6 +189,9 @@ def schedule_summary(pretrain: PretrainConfig, cfg: VerificationConfig,
     return out
 
 
+CONTINUOUS_PREFIXES = ("mc_", "ref_")  # EvalReport.metrics(): task-averaged continuous metrics, reference loss
+
+
 def anneal_candidates(
     base: LMCheckpoint,
     tokens: dict[str, PackedDataset],
@@ -229,6 +232,9 @@ def anneal_candidates(
             records.append({"run": run, "dataset": dataset, "ratio": ratio, "task": row["task"],
                             "metric": row["metric"], "value": row["value"], "n_items": row["n_items"]})
         metrics[f"{run}_eval_cache_hit"] = scores["eval_cache_hit"]
+        # The task-averaged continuous metrics (DataDecide) and the gold-text loss, per run, so the
+        # verification's ranking can be set against from-scratch training's on the same metrics.
+        metrics.update({f"{run}_{k}": float(v) for k, v in scores.items() if k.startswith(CONTINUOUS_PREFIXES)})
 
     record(BASE, BASE, float("nan"), base)
     runs = [(BASELINE, None, ratio) for ratio in cfg.ratios]

