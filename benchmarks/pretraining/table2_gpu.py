@@ -80,13 +80,96 @@ def prepare(args) -> None:
                                                  indent=1))
 
 
+def _small_config(args, seed: int, max_tokens: int | None = None):
+    """Model ``SMALL`` with the tiny preset's other settings; cosine schedule over ``max_tokens``."""
+    import torch
+
+    from curation.lm.config import get_config, parse_config
+
+    base = get_config("tiny")
+    if args.model == "tiny":  # conf/experiment/table2_tiny.yaml's cells exactly: constant 4e-4, batch 16
+        return parse_config({**_asdict(base), "train": {**vars(base.train), "max_tokens": max_tokens or args.tokens,
+                                                          "seed": seed, "checkpoint_every_steps": None}})
+    return parse_config({
+        "name": "small", "tokenizer": {"vocab_size": 8192},
+        "model": {**vars(base.model), **SMALL, "vocab_size": 8192},
+        "train": {**vars(base.train), "seq_len": 256, "batch_size": args.batch_size,
+                  "max_tokens": max_tokens or args.tokens, "lr": args.lr, "min_lr": args.lr / 10,
+                  "schedule": "cosine", "warmup_steps": args.warmup, "seed": seed, "num_threads": 2,
+                  "precision": "bf16-mixed" if torch.cuda.is_available() else "32-true",
+                  "checkpoint_every_steps": None, "val_every_steps": None},
+    })
+
+
+def _asdict(cfg) -> dict:
+    import dataclasses
+    return dataclasses.asdict(cfg)
+
+
+def _eval_tasks() -> list[str]:
+    return [t for t in _tasks() if t not in SKIP_TASKS]
+
+
+def _verify(args, seed: int, device_note: dict) -> dict:
+    """Ultra-FineWeb's efficient verification of the same corpora with the same model (seed ``seed``): a WSD
+    base on the whole corpus (the default mix), then per corpus an annealing run at share ``args.ratio``
+    on a ``args.candidate_tokens`` sample of it, and one on the default mix alone; every model evaluated
+    on the same tasks as the from-scratch cells (:func:`curation.verification.anneal_candidates`)."""
+    import glob
+
+    import torch
+
+    import curation.verification.anneal as va
+    from curation.lm.tokenizer import load_tokenizer
+    from curation.verification.config import DEFAULT_MIX, parse_verification_config
+
+    inputs, out = Path(args.inputs), Path(args.out)
+    done = out / "verify" / f"seed-{seed}.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    raw = pd.concat(pd.read_parquet(f, columns=["id", "text"]) for f in sorted(glob.glob(str(ROOT / "data/01_raw/corpus/*.parquet"))))
+    ids = pd.read_parquet(inputs / "documents_ids.parquet")["id"]
+    documents = raw.set_index("id").loc[ids].reset_index()  # the ingested corpus (the bundled one passes whole)
+    corpora = args.corpora.split(",")
+    candidates = pd.concat([pd.DataFrame({"candidate": c, "id": pd.read_parquet(inputs / f"{c}.parquet")["id"]})
+                            for c in corpora] + [pd.DataFrame({"candidate": DEFAULT_MIX, "id": documents["id"]})])
+    tokenizer = load_tokenizer(inputs / "tokenizer.json")
+    pretrain = _small_config(args, seed)
+    cfg = parse_verification_config({"ratios": [args.ratio], "base_tokens": args.base_tokens, "seed": seed,
+                                     "candidate_tokens": args.candidate_tokens, "tasks": _eval_tasks(),
+                                     "limit": args.limit, "anneal_max_steps": args.anneal_max_steps})
+    real = va.run_evaluation
+
+    def on_device(checkpoint, eval_cfg, cache):  # evaluate where the model trained
+        checkpoint.model.to(device)
+        try:
+            return real(checkpoint, {**dict(eval_cfg), "batch_size": 64, "num_threads": 2,
+                                     "data_dir": str(inputs / "hf_datasets")}, cache)
+        finally:
+            checkpoint.model.to("cpu")
+
+    va.run_evaluation = on_device
+    t0 = time.perf_counter()
+    tokens, token_metrics = va.pack_candidates(documents, candidates, tokenizer, 256, cfg.candidate_tokens, seed)
+    base, _, base_metrics = va.train_base(tokens, tokenizer, pretrain, cfg, {"enabled": False})
+    base_s = time.perf_counter() - t0
+    results, _, metrics = va.anneal_candidates(base, tokens, pretrain, cfg, {}, {"enabled": False})
+    row = {"seed": seed, "metrics": {**token_metrics, **base_metrics, **metrics}, "base_s": base_s,
+           "total_s": time.perf_counter() - t0, **device_note}
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(row))
+    results.assign(seed=seed).to_csv(out / "verify" / f"results-{seed}.csv", index=False)
+    print(f"verification seed {seed}: base {base_s:.0f} s, total {row['total_s']:.0f} s", flush=True)
+    return row
+
+
 def _cell(args, corpus: str, seed: int, device_note: dict) -> dict:
     import torch
 
     from curation.evaluation import evaluate
     from curation.lm import PackedDataset, train
     from curation.lm.cached import pack_texts
-    from curation.lm.config import get_config, parse_config
     from curation.lm.tokenizer import load_tokenizer
 
     inputs, out = Path(args.inputs), Path(args.out)
@@ -97,21 +180,13 @@ def _cell(args, corpus: str, seed: int, device_note: dict) -> dict:
     texts = pd.read_parquet(inputs / f"{corpus}.parquet")["text"].tolist()
     work = out / "work" / f"{corpus}-{seed}"
     packed = pack_texts(texts, tokenizer, 256)
-    base = get_config("tiny")
-    cfg = parse_config({
-        "name": "small", "tokenizer": {"vocab_size": 8192},
-        "model": {**{k: v for k, v in vars(base.model).items()}, **SMALL, "vocab_size": 8192},
-        "train": {**vars(base.train), "seq_len": 256, "batch_size": args.batch_size, "max_tokens": args.tokens,
-                  "lr": args.lr, "min_lr": args.lr / 10, "schedule": "cosine", "warmup_steps": args.warmup,
-                  "seed": seed, "num_threads": 2, "precision": "bf16-mixed" if torch.cuda.is_available() else "32-true",
-                  "checkpoint_every_steps": None, "val_every_steps": None},
-    })
+    cfg = _small_config(args, seed)
     t0 = time.perf_counter()
     result = train(cfg, PackedDataset(packed.path, seq_len=256), work, resume=False)
     train_s = time.perf_counter() - t0
     model = result.model.to("cuda" if torch.cuda.is_available() else "cpu")
     t1 = time.perf_counter()
-    report = evaluate(model, tokenizer, {"tasks": [t for t in _tasks() if t not in SKIP_TASKS], "limit": args.limit,
+    report = evaluate(model, tokenizer, {"tasks": _eval_tasks(), "limit": args.limit,
                                          "batch_size": 64, "num_threads": 2, "data_dir": str(inputs / "hf_datasets")})
     eval_s = time.perf_counter() - t1
     params = sum(p.numel() for p in model.parameters())
@@ -132,29 +207,50 @@ def _tasks() -> list[str]:
 
 
 def run(args) -> None:
-    """One process per seed (args.seed set): every corpus in turn; the parent starts them and gathers."""
+    """One process per (protocol, seed) on the one device: ``train`` (every corpus from scratch in turn) and
+    ``verify`` (:func:`_verify`); the parent starts them and gathers."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     corpora = args.corpora.split(",")
     if args.seed is not None:
         import torch
         note = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
+        if args.protocol == "verify":
+            _verify(args, args.seed, note)
+            return
         for corpus in corpora:
             _cell(args, corpus, args.seed, note)
         return
     t0 = time.time()
-    procs = [subprocess.Popen([sys.executable, __file__, "run", "--inputs", args.inputs, "--out", args.out,
-                               "--corpora", args.corpora, "--tokens", str(args.tokens), "--limit", str(args.limit),
-                               "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--warmup", str(args.warmup),
-                               "--seed", str(s)], env={**os.environ, "PYTHONWARNINGS": "ignore"})
-             for s in range(args.seeds)]
+    common = ["--inputs", args.inputs, "--out", args.out, "--corpora", args.corpora, "--tokens", str(args.tokens),
+              "--limit", str(args.limit), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
+              "--warmup", str(args.warmup), "--ratio", str(args.ratio), "--base-tokens", str(args.base_tokens),
+              "--candidate-tokens", str(args.candidate_tokens), "--anneal-max-steps", str(args.anneal_max_steps),
+              "--model", args.model]
+    protocols = args.protocols.split(",")
+    procs = [subprocess.Popen([sys.executable, __file__, "run", *common, "--protocol", p, "--seed", str(s)],
+                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+             for p in protocols for s in range(args.seeds)]
     codes = [p.wait() for p in procs]
+    gather(args)
+    print(f"done in {time.time() - t0:.0f} s; exit codes {codes}", flush=True)
+
+
+def gather(args) -> None:
+    """values.csv / cells.csv (and verify_metrics.csv / verify_results.csv) from the finished cells."""
+    out = Path(args.out)
     rows = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
     long = [{"corpus": r["corpus"], "seed": r["seed"], "metric": k, "value": v} for r in rows
             for k, v in {**r["metrics"], "final_loss": r["final_loss"]}.items()]
     pd.DataFrame(long).to_csv(out / "values.csv", index=False)
     pd.DataFrame([{k: v for k, v in r.items() if k != "metrics"} for r in rows]).to_csv(out / "cells.csv", index=False)
-    print(f"{len(rows)} cells in {time.time() - t0:.0f} s; exit codes {codes}", flush=True)
+    verified = [json.loads(p.read_text()) for p in sorted((out / "verify").glob("seed-*.json"))]
+    if verified:
+        vlong = [{"seed": r["seed"], "metric": k, "value": v} for r in verified for k, v in r["metrics"].items()]
+        pd.DataFrame(vlong).to_csv(out / "verify_metrics.csv", index=False)
+        pd.concat([pd.read_csv(p) for p in sorted((out / "verify").glob("results-*.csv"))]).to_csv(
+            out / "verify_results.csv", index=False)
+    print(f"{len(rows)} cells, {len(verified)} verification seeds gathered", flush=True)
 
 
 def decide(args) -> None:
@@ -174,6 +270,36 @@ def decide(args) -> None:
     fig.savefig(out / f"{args.name}.png", dpi=120)
     print("\n".join(notes))
     del sd
+    verify_path = Path(args.values).with_name("verify_metrics.csv")
+    if verify_path.exists():
+        _agreement(values, pd.read_csv(verify_path), out, args.name)
+
+
+AGREEMENT_METRICS = ("average", "mc_correct_prob_per_char", "mc_norm_correct_prob_per_char", "mc_margin_per_char",
+                     "mc_correct_logprob_per_char", "ref_bits_per_byte")
+
+
+def _agreement(train: pd.DataFrame, verify: pd.DataFrame, out: Path, name: str) -> None:
+    """Rank agreement of from-scratch training and annealing verification on the same corpora and model."""
+    from curation.reporting.decisions import decisions, rank_agreement
+    from curation.reporting.table2 import ORDER
+
+    rows = []
+    for _, r in verify.iterrows():
+        for corpus in ORDER:
+            prefix = f"{corpus}_r"
+            if r["metric"].startswith(prefix):
+                rest = r["metric"][len(prefix):]
+                label, _, metric = rest.partition("_")
+                if metric in AGREEMENT_METRICS:
+                    rows.append({"corpus": corpus, "seed": r["seed"], "metric": metric, "value": r["value"],
+                                 "ratio": label})
+    verified = pd.DataFrame(rows)
+    train = train[train["metric"].isin(AGREEMENT_METRICS)]
+    table = rank_agreement(train, verified, AGREEMENT_METRICS, names=("training", "verification"))
+    table.to_csv(out / f"{name}_rank_agreement.csv", index=False)
+    decisions(verified, AGREEMENT_METRICS, order=list(ORDER)).to_csv(out / f"{name}_verification.csv", index=False)
+    print(table.to_string(index=False))
 
 
 def main() -> None:
@@ -193,13 +319,22 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--protocols", default="train,verify")
+    p.add_argument("--model", default="small", choices=["small", "tiny"])  # tiny: the CPU suite's 3.2M model
+    p.add_argument("--protocol", default="train")
+    p.add_argument("--ratio", type=float, default=0.3)
+    p.add_argument("--base-tokens", type=int, default=4_194_304)
+    p.add_argument("--candidate-tokens", type=int, default=16_384)  # App. A: 20 steps, 3.9% of the base
+    p.add_argument("--anneal-max-steps", type=int, default=256)
+    p = sub.add_parser("gather")
+    p.add_argument("--out", required=True)
     p = sub.add_parser("decide")
     p.add_argument("--values", required=True)
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--name", default="table2_gpu_decisions")
     p.add_argument("--title", default="Table 2, 29M model on one GPU: corpus - raw")
     args = parser.parse_args()
-    {"prepare": prepare, "run": run, "decide": decide}[args.command](args)
+    {"prepare": prepare, "run": run, "gather": gather, "decide": decide}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# DATAMASK Table 2 decision suite with a ~29M-parameter model on one GPU (issue #21 item 6), through the
-# `device` tool:   device run: bash benchmarks/pretraining/table2_gpu.sh   (carry gpu_in: `table2_gpu.py prepare`)
-# Trains the six Table 2 corpora x 3 seeds (one process per seed on the one GPU) and evaluates every model
-# on the offline tasks; values.csv and cells.csv land in $OUT. Then, here:
-#   PYTHONPATH=src python benchmarks/pretraining/table2_gpu.py decide --values <files_at>/values.csv
-set -euo pipefail
-OUT=${OUT:-/tmp/table2_gpu_out}; mkdir -p "$OUT"
+# DATAMASK Table 2 decision suite on one GPU (issue #21 items 3, 4 and 6), through the `device` tool:
+#   device run: bash benchmarks/pretraining/table2_gpu.sh     (carry gpu_in, written by `table2_gpu.py prepare`)
+# Two suites at once on the one GPU, one process per (protocol, seed):
+#   small: the ~29M-parameter model, 4,194,304 tokens per cell, six corpora x 3 seeds from scratch, plus the
+#          annealing verification of the same six corpora (3 seeds, each its own WSD base);
+#   tiny:  the CPU suite's own cells (conf/experiment/table2_tiny.yaml: 3.2M model, 262,144 tokens, constant 4e-4).
+# Every model is evaluated on the same offline tasks (LIMIT items each). The CSVs land in $OUT/{small,tiny}; then
+#   PYTHONPATH=src python benchmarks/pretraining/table2_gpu.py decide --values <files_at>/small/values.csv
+set -uo pipefail
+OUT=${OUT:-/tmp/table2_gpu_out}; mkdir -p "$OUT/small" "$OUT/tiny"
 export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore TOKENIZERS_PARALLELISM=false
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 -c "import torch, lightning, tokenizers, pyarrow; print('torch', torch.__version__, 'lightning', lightning.__version__)" | tee -a "$OUT/gpu.txt"
+python3 -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__, 'cpus', __import__('os').cpu_count())" | tee -a "$OUT/gpu.txt"
+S=benchmarks/pretraining/table2_gpu.py LIMIT=${LIMIT:-300}
 start=$(date +%s)
-python3 benchmarks/pretraining/table2_gpu.py run --inputs gpu_in --out /tmp/t2 --tokens ${TOKENS:-4194304} \
-  --limit ${LIMIT:-500} --seeds ${SEEDS:-3} --batch-size 32 --lr 1e-3 --warmup 20 2>&1 | grep -v -i "warn" | tail -40
+timeout ${BUDGET_S:-470} python3 $S run --inputs gpu_in --out /tmp/small --model small --protocols train,verify \
+  --tokens ${TOKENS:-4194304} --limit $LIMIT --seeds 3 2>&1 | grep -v -i "warn" > /tmp/small.log &
+timeout ${BUDGET_S:-470} python3 $S run --inputs gpu_in --out /tmp/tiny --model tiny --protocols train \
+  --tokens 262144 --limit $LIMIT --seeds 3 2>&1 | grep -v -i "warn" > /tmp/tiny.log &
+wait
 echo "wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/gpu.txt"
-cp /tmp/t2/values.csv /tmp/t2/cells.csv "$OUT/"
+for s in small tiny; do
+  python3 $S gather --out /tmp/$s >> "$OUT/gpu.txt" 2>&1
+  cp /tmp/$s/*.csv "$OUT/$s/" 2>/dev/null
+  tail -25 /tmp/$s.log >> "$OUT/gpu.txt"
+done
+nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/gpu.txt"
+cat "$OUT/gpu.txt"

@@ -190,6 +190,7 @@ def schedule_summary(pretrain: PretrainConfig, cfg: VerificationConfig,
 
 
 CONTINUOUS_PREFIXES = ("mc_", "ref_")  # EvalReport.metrics(): task-averaged continuous metrics, reference loss
+# (recorded per run with ``average``, the mean of the ability averages as in Table 2, as a fraction)
 
 
 def anneal_candidates(
@@ -234,7 +235,7 @@ def anneal_candidates(
         metrics[f"{run}_eval_cache_hit"] = scores["eval_cache_hit"]
         # The task-averaged continuous metrics (DataDecide) and the gold-text loss, per run, so the
         # verification's ranking can be set against from-scratch training's on the same metrics.
-        metrics.update({f"{run}_{k}": float(v) for k, v in scores.items() if k.startswith(CONTINUOUS_PREFIXES)})
+        metrics.update({f"{run}_{k}": float(v) for k, v in scores.items() if k.startswith(CONTINUOUS_PREFIXES) or k == "average"})
 
     record(BASE, BASE, float("nan"), base)
     runs = [(BASELINE, None, ratio) for ratio in cfg.ratios]
