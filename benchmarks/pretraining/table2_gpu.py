@@ -33,8 +33,8 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
-TASK_FOLDERS = ("ai2_arc", "allenai", "boolq", "hails", "hellaswag", "openbookqa", "piqa", "sciq", "social_i_qa",
-                "winogrande", "super_glue", "glue", "tau")  # no generation tasks (TriviaQA / NQ): see SKIP_TASKS
+TASK_FOLDERS = ("ai2_arc", "boolq", "hails", "hellaswag", "openbookqa", "piqa", "sciq", "social_i_qa",
+                "winogrande")  # no generation tasks (TriviaQA / NQ): see SKIP_TASKS
 SKIP_TASKS = ("triviaqa", "nq_open")  # greedy generation: exact match is 0 at this scale, and the slowest part
 
 # ~29M parameters: 8 layers of d_model 512 (8 query / 4 KV heads, SwiGLU 1,536), vocabulary 8,192 tied.
