@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 
 from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
-from curation.reporting.artefacts import build_report, converged_time, registry
+from curation.reporting.artefacts import converged_time
+from curation.reporting.registry import build_report, registry
 from curation.reporting.runs import choose_runs
 from tests.conftest import CORPUS_DIR, REPO
 
