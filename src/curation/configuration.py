@@ -31,6 +31,8 @@ import types
 import typing
 from typing import Any, Iterable, Mapping
 
+from curation.errors import UserError
+
 _MISSING = object()
 
 
@@ -45,7 +47,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-class ConfigError(ValueError, KeyError):
+class ConfigError(UserError, ValueError, KeyError):
     """A config value is unknown, of the wrong type or out of range.
 
     ``key`` is the dotted path of the offending key, relative to where the
