@@ -63,6 +63,7 @@ def test_kedro_run_uses_the_same_defaults_and_records_to_mlflow(kedro_ingest_run
     assert run["metrics.rows_kept"] == 30
 
 
+@pytest.mark.slow  # a `curate` subprocess
 def test_cfg_job_prints_the_composed_config(project):
     out = _run([str(BIN / "curate"), "--cfg", "job", "data.max_docs=7"], project).stdout
     printed = yaml.safe_load(out)

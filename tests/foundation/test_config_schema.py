@@ -163,6 +163,7 @@ def test_curate_entry_points_check_ranges_right_after_composition(project):
         compose_config(project / "conf", ["budget.keep_ratio=1.5"])
 
 
+@pytest.mark.slow  # a `curate` subprocess
 def test_curate_refuses_an_out_of_range_knob_before_running(project):
     import subprocess
     import sys

@@ -85,6 +85,7 @@ def test_a_held_namespace_refuses_a_second_holder_naming_the_first(tmp_path):
         pass
 
 
+@pytest.mark.slow  # three `curate` subprocesses
 def test_second_curate_in_a_busy_namespace_stops_fast_and_a_waiting_one_takes_over(project):
     """A runs (held inside its scoring pipeline, so it is still running whatever the machine's speed);
     B (same namespace) stops within 10 s naming A; W (run.wait_for_lock=true) waits; A is SIGKILLed;
@@ -137,6 +138,7 @@ def test_second_curate_in_a_busy_namespace_stops_fast_and_a_waiting_one_takes_ov
         a_log.close()
 
 
+@pytest.mark.slow  # a `kedro run` subprocess
 def test_kedro_run_holds_the_namespace_lock_too(project):
     with namespace_lock(project, "default"):
         done = subprocess.run([str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",
