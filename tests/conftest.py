@@ -180,3 +180,33 @@ def kedro_ingest_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     root = make_project(tmp_path_factory.mktemp("kedro_ingest") / "project")
     return _shared_run(root, [str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",
                               f"data.max_docs=30,data.path={CORPUS_DIR}"])
+
+
+# The default job (ingest -> scoring -> pruning -> selection) on 250 documents, small selection settings.
+DEFAULT_JOB_250 = [f"data.path={CORPUS_DIR}", "data.max_docs=250", "embedding.show_progress=false",
+                   "selection.steps=40", "selection.history_every=5", "selection.group_size=32",
+                   "budget.keep_ratio=0.1"]
+
+
+@pytest.fixture(scope="session")
+def _default_job_250(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from curation.config_loader import compose_config
+    from curation.hydra_app import run_kedro
+
+    root = make_project(tmp_path_factory.mktemp("default_job") / "project")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CURATION_PROJECT_ROOT", str(root))
+        patch.chdir(root)
+        run_kedro(compose_config(root / "conf", DEFAULT_JOB_250), project_path=root)
+    return root
+
+
+@pytest.fixture
+def default_job_250(_default_job_250: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project where the default job ran once per session on 250 documents (``DEFAULT_JOB_250``), made the
+    current project (as ``project`` does). Shared: the pipelines test re-runs scoring and a selection sweep
+    in it, the reports test a fig7 sweep (its own experiment) and the report job; each reads only what it
+    wrote or what the default job wrote."""
+    monkeypatch.setenv("CURATION_PROJECT_ROOT", str(_default_job_250))
+    monkeypatch.chdir(_default_job_250)
+    return _default_job_250
