@@ -64,6 +64,7 @@ def _plain_corpus(project: Path) -> Path:
 
 
 # ~4.5 min on 2 cores (three default jobs and a kill): opt-in, `scripts/test.sh -m optin`.
+@pytest.mark.slow  # every optin test is slow too: `-m "not slow"` replaces the default `-m 'not optin'`
 @pytest.mark.optin
 def test_a_plain_id_text_corpus_runs_the_default_job_the_same_every_time_and_after_a_kill(project):
     path = _plain_corpus(project)
