@@ -54,6 +54,7 @@ def _in_order(documents_frame: pd.DataFrame, ids) -> pd.DataFrame:
     return documents_frame[documents_frame["id"].isin(set(ids))].reset_index(drop=True)
 
 
+@pytest.mark.slow  # a DataMask block in a subprocess
 def test_one_datamask_block_in_its_own_process_equals_datamask_in_process(pruned, tmp_path):
     documents, scores, embeddings = pruned
     frame, vectors, docs = _frames(documents, scores, embeddings)
@@ -112,6 +113,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a whole blocked selection, then a subprocess killed and resumed
 def test_several_blocks_resume_after_a_kill_and_equal_blocked_datamask_in_process(pruned, tmp_path):
     documents, scores, embeddings = pruned
     frame, vectors, _ = _frames(documents, scores, embeddings)
