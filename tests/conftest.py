@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -133,3 +136,77 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CURATION_PROJECT_ROOT", str(root))
     monkeypatch.chdir(root)
     return root
+
+
+# --- runs shared by several tests (each costs a `curate`/`kedro` process: tens of seconds on 2 cores) ---
+
+BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """A finished run in its own project, shared by the tests that only read it (never write to ``project``)."""
+
+    project: Path
+    stdout: str
+    store: str  # the MLflow tracking URI of the project
+
+
+def _shared_run(root: Path, args: list[str]) -> SharedRun:
+    store = f"sqlite:///{root}/mlruns/mlflow.db"
+    (root / "mlruns").mkdir()
+    import mlflow
+
+    mlflow.MlflowClient(tracking_uri=store).search_experiments()  # the tables exist before any server reads them
+    env = {**os.environ, "CURATION_PROJECT_ROOT": str(root), "KEDRO_DISABLE_TELEMETRY": "true", "COLUMNS": "160"}
+    done = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return SharedRun(root, done.stdout, store)
+
+
+@pytest.fixture(scope="session")
+def ingest_sweep(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
+    """``curate -m pipeline=ingest data.max_docs=40,80``: a parent MLflow run and a child per job, run once per
+    session; read by the multirun, notebook, MLflow server and MLflow UI (browser) tests."""
+    root = make_project(tmp_path_factory.mktemp("ingest_sweep") / "project")
+    return _shared_run(root, [str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}",
+                              "data.max_docs=40,80"])
+
+
+@pytest.fixture(scope="session")
+def kedro_ingest_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
+    """``kedro run --pipelines ingest`` on 30 documents, run once per session; read by the tests of what a
+    `kedro run` records (its defaults, its run name, its summary)."""
+    root = make_project(tmp_path_factory.mktemp("kedro_ingest") / "project")
+    return _shared_run(root, [str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",
+                              f"data.max_docs=30,data.path={CORPUS_DIR}"])
+
+
+# The default job (ingest -> scoring -> pruning -> selection) on 250 documents, small selection settings.
+DEFAULT_JOB_250 = [f"data.path={CORPUS_DIR}", "data.max_docs=250", "embedding.show_progress=false",
+                   "selection.steps=40", "selection.history_every=5", "selection.group_size=32",
+                   "budget.keep_ratio=0.1"]
+
+
+@pytest.fixture(scope="session")
+def _default_job_250(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from curation.config_loader import compose_config
+    from curation.hydra_app import run_kedro
+
+    root = make_project(tmp_path_factory.mktemp("default_job") / "project")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CURATION_PROJECT_ROOT", str(root))
+        patch.chdir(root)
+        run_kedro(compose_config(root / "conf", DEFAULT_JOB_250), project_path=root)
+    return root
+
+
+@pytest.fixture
+def default_job_250(_default_job_250: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project where the default job ran once per session on 250 documents (``DEFAULT_JOB_250``), made the
+    current project (as ``project`` does). Shared: the pipelines test re-runs scoring and a selection sweep
+    in it, the reports test a fig7 sweep (its own experiment) and the report job; each reads only what it
+    wrote or what the default job wrote."""
+    monkeypatch.setenv("CURATION_PROJECT_ROOT", str(_default_job_250))
+    monkeypatch.chdir(_default_job_250)
+    return _default_job_250

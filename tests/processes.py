@@ -90,3 +90,30 @@ def wait_for(predicate, timeout: float, what: str, process: subprocess.Popen | N
             pytest.fail(f"process ended (exit {process.returncode}) before {what}")
         time.sleep(0.05)
     pytest.fail(f"no {what} within {timeout} s")
+
+
+HELD_ENV = "CURATION_TEST_HELD"
+_HELD_CURATE = """
+import os, sys, threading
+from pathlib import Path
+import {module} as target
+
+def held(*args, **kwargs):
+    Path(os.environ[{env!r}]).write_text("held")
+    threading.Event().wait()
+
+target.{function} = held
+sys.argv[0] = "curate"
+from curation.hydra_app import main
+sys.exit(main())
+"""
+
+
+def held_curate(module: str, function: str) -> list[str]:
+    """The command of a ``curate`` (its overrides follow) in which ``module.function`` -- a stage the run reaches
+    through a module attribute, e.g. a node's lazy ``from module import function`` -- is replaced by one that
+    writes the file named in ``$CURATION_TEST_HELD`` and waits to be killed. The run stops at that point
+    whatever the machine's speed, so a test kills it there (or finds it still running) without a race."""
+    import sys
+
+    return [sys.executable, "-c", _HELD_CURATE.format(module=module, function=function, env=HELD_ENV)]

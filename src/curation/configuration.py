@@ -20,7 +20,8 @@ Range checks live in the dataclasses (``__post_init__``), written with the
 helpers below, so a Python caller building a config by hand gets the same
 errors as ``curate`` does at composition time.
 
-No Hydra, Kedro or MLflow import here: this is core code.
+No Hydra, OmegaConf, Kedro or MLflow import here: this is core code (a ``DictConfig`` is a
+``Mapping`` and a ``ListConfig`` a ``Sequence``: read as such, their values come resolved).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import math
 import types
 import typing
 from typing import Any, Iterable, Mapping
+
+from curation.errors import UserError
 
 _MISSING = object()
 
@@ -45,7 +48,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-class ConfigError(ValueError, KeyError):
+class ConfigError(UserError, ValueError, KeyError):
     """A config value is unknown, of the wrong type or out of range.
 
     ``key`` is the dotted path of the offending key, relative to where the
@@ -122,13 +125,10 @@ def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _plain(mapping: Any) -> Any:
-    """An OmegaConf container as plain dicts/lists (resolved); anything else unchanged."""
-    if type(mapping).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf  # only reached when the caller already holds an OmegaConf object
-
-        return OmegaConf.to_container(mapping, resolve=True)
-    return mapping
+def _is_list(value: Any) -> bool:
+    """A list knob's value: any sequence but a string (a ``ListConfig`` is one: the core takes an OmegaConf
+    container as the plain mapping/sequence it is, reading resolved values, and never imports OmegaConf)."""
+    return isinstance(value, typing.Sequence) and not isinstance(value, (str, bytes))
 
 
 def _type_error(path: str, value: Any, expected: str) -> ConfigError:
@@ -162,7 +162,7 @@ def _coerce(path: str, value: Any, annotation: Any, default: Any = _MISSING) -> 
         cls = type(default) if dataclasses.is_dataclass(default) and isinstance(default, annotation) else annotation
         return parse_dataclass(cls, value, path=path)
     if origin in (list, tuple, typing.Sequence) or annotation in (list, tuple):
-        if not isinstance(value, (list, tuple)):
+        if not _is_list(value):
             raise _type_error(path, value, "a list")
         if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
             return tuple(_coerce(f"{path}[{i}]", v, args[0]) for i, v in enumerate(value))
@@ -215,7 +215,6 @@ def parse_dataclass(cls: type, mapping: Any, path: str = "", *, prefix: str | No
         path = prefix.rstrip(".")
     if dataclasses.is_dataclass(mapping) and not isinstance(mapping, type):
         mapping = {f.name: getattr(mapping, f.name) for f in dataclasses.fields(mapping)}
-    mapping = _plain(mapping)
     if not isinstance(mapping, Mapping):
         raise _type_error(path or cls.__name__, mapping, f"a mapping of {cls.__name__} keys")
     hints = typing.get_type_hints(cls)

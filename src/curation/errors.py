@@ -6,11 +6,11 @@ only bury that line under 80-160 lines of Kedro and Hydra frames, is shown only 
 ``HYDRA_FULL_ERROR=1`` or ``curate --verbose``. Anything else is a bug or an unforeseen failure
 and keeps its full trace.
 
-Known failures are :class:`UserError` (and its subclasses), the config errors of
-:mod:`curation.configuration`, the schema errors of :mod:`curation.data.validate`, the lineage
-errors of :mod:`curation.shards.lineage`, and ``OSError`` for a full disk, an exhausted quota or a
-read-only file system. They are found anywhere in the chain of causes (Kedro wraps a dataset's
-error in its own ``DatasetError``).
+Known failures are :class:`UserError` and its subclasses (among them the config errors of
+:mod:`curation.configuration`, the schema errors of :mod:`curation.data.validate` and the lineage
+errors of :mod:`curation.shards.lineage`: those modules import this one, never the reverse), and
+``OSError`` for a full disk, an exhausted quota or a read-only file system. They are found anywhere
+in the chain of causes (Kedro wraps a dataset's error in its own ``DatasetError``).
 """
 
 from __future__ import annotations
@@ -54,19 +54,10 @@ def _chain(err: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def _known_classes() -> tuple[type[BaseException], ...]:
-    from curation.configuration import ConfigError
-    from curation.data.validate import SchemaError
-    from curation.shards.lineage import LineageError
-
-    return UserError, ConfigError, SchemaError, LineageError
-
-
 def user_message(err: BaseException) -> str | None:
     """The short message for a known failure anywhere in ``err``'s chain of causes; None for others."""
-    known = _known_classes()
     for cause in _chain(err):
-        if isinstance(cause, known):
+        if isinstance(cause, UserError):
             text = str(cause)
             return text.strip() or type(cause).__name__
         if isinstance(cause, OSError) and cause.errno in _DISK:

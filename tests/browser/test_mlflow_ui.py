@@ -1,13 +1,11 @@
-"""The MLflow UI, in headless Chromium, as a user meets it after a real `curate -m` sweep: the experiments
-list, the experiment's runs table (the parent run and, unfolded, a child per job, each with its corpus in
-the Datasets column), and the compare view of the two jobs."""
+"""The MLflow UI, in headless Chromium, as a user meets it after a real `curate -m` sweep (the session's
+``ingest_sweep``): the experiments list, the experiment's runs table (the parent run and, unfolded, a child
+per job, each with its corpus in the Datasets column), and the compare view of the two jobs."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +13,6 @@ import mlflow
 import pytest
 
 from curation.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
-from tests.conftest import CORPUS_DIR
 
 BIN = Path(sys.executable).parent
 
@@ -32,23 +29,16 @@ def _close_side_panels(page) -> None:
             pass
 
 
-@pytest.mark.slow  # a `curate -m` sweep, `mlflow server` and Chromium
-def test_mlflow_ui_from_the_experiments_list_to_a_compare_view(project, page, start_server, save_screenshot):
-    store = f"sqlite:///{project}/mlruns/mlflow.db"
-    (project / "mlruns").mkdir()
+@pytest.mark.slow  # `mlflow server` on the session's `curate -m` sweep, and Chromium
+def test_mlflow_ui_from_the_experiments_list_to_a_compare_view(ingest_sweep, page, start_server, save_screenshot):
+    store = ingest_sweep.store
     client = mlflow.MlflowClient(tracking_uri=store)
-    client.search_experiments()  # creates the tables now, so the server and the sweep never both create them
-    # The server starts in the background while the sweep runs (it reads the store per request).
     server = start_server([str(BIN / "mlflow"), "server", "--backend-store-uri", store, "--host", "127.0.0.1",
-                           "--port", "{port}", "--workers", "1"], project,
+                           "--port", "{port}", "--workers", "1"], ingest_sweep.project.parent,
                           "/api/2.0/mlflow/experiments/search", data=json.dumps({"max_results": 10}).encode())
 
-    # A real sweep: one parent run, one child run per job, named after what the job ran.
-    env = {**os.environ, "CURATION_PROJECT_ROOT": str(project), "KEDRO_DISABLE_TELEMETRY": "true"}
-    done = subprocess.run([str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}",
-                           "data.max_docs=40,80"], cwd=project, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-
+    # A real sweep (`curate -m pipeline=ingest data.max_docs=40,80`): one parent run, one child run per job,
+    # named after what the job ran.
     experiment = client.get_experiment_by_name("curation")
     assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
     (parent,) = client.search_runs([experiment.experiment_id], "tags.`curation.sweep` = 'true'")

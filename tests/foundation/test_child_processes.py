@@ -65,6 +65,7 @@ def test_die_with_parent_kills_a_subprocess_when_its_parent_is_killed(tmp_path):
                       "scoring.training.source=corpus"],
      "fasttext.train_supervised"),
 ])
+@pytest.mark.slow  # a `curate` subprocess per stage, killed once its child runs
 def test_no_child_survives_sigkill_of_curate(project, stage, overrides, needle):
     """Start `curate`, wait until the child is running (found in /proc by the marker its environment
     carries), SIGKILL `curate`, and find no process of that run 5 s later."""

@@ -17,6 +17,12 @@ from tests.conftest import CORPUS_DIR
 BIN = Path(sys.executable).parent
 
 
+def _search_runs(store: str):
+    """Every run of the project's "curation" experiment (a pandas frame, as mlflow.search_runs gives)."""
+    mlflow.set_tracking_uri(store)
+    return mlflow.search_runs(experiment_names=["curation"])
+
+
 def _run(args: list[str], project: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "CURATION_PROJECT_ROOT": str(project), "KEDRO_DISABLE_TELEMETRY": "true"}
     done = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True, timeout=300)
@@ -24,22 +30,20 @@ def _run(args: list[str], project: Path) -> subprocess.CompletedProcess:
     return done
 
 
-@pytest.mark.slow  # a `curate -m` sweep of two ingest jobs
-def test_multirun_makes_one_parent_and_a_child_per_job(project):
-    _run([str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.max_docs=120,240"],
-         project)
-    mlflow.set_tracking_uri(f"sqlite:///{project}/mlruns/mlflow.db")
-    runs = mlflow.search_runs(experiment_names=["curation"])
+@pytest.mark.slow  # the session's `curate -m` sweep of two ingest jobs
+def test_multirun_makes_one_parent_and_a_child_per_job(ingest_sweep):
+    project = ingest_sweep.project
+    runs = _search_runs(ingest_sweep.store)
     parents = runs[runs["tags.curation.sweep"] == "true"]
     assert len(parents) == 1 and parents.iloc[0]["status"] == "FINISHED"
     children = runs[runs["tags.mlflow.parentRunId"] == parents.iloc[0]["run_id"]]
-    assert sorted(children["params.data.max_docs"]) == ["120", "240"]
-    assert sorted(children["metrics.rows_kept"]) == [120, 240]
+    assert sorted(children["params.data.max_docs"]) == ["40", "80"]
+    assert sorted(children["metrics.rows_kept"]) == [40, 80]
     assert set(children["status"]) == {"FINISHED"}
     # Each job wrote its outputs apart from the other's.
     namespaces = sorted(children["params.run.namespace"])
     assert len(set(namespaces)) == 2 and all(ns.startswith("default/multirun/") for ns in namespaces)
-    for ns, n in zip(namespaces, (120, 240)):
+    for ns, n in zip(namespaces, (40, 80)):
         from curation.shards import ShardedDataset
 
         assert len(ShardedDataset(project / "data/02_intermediate" / ns / "documents")) == n
@@ -47,21 +51,19 @@ def test_multirun_makes_one_parent_and_a_child_per_job(project):
     assert "params.data.max_docs" in summary.splitlines()[0]
 
 
-@pytest.mark.slow  # a `kedro run` subprocess
-def test_kedro_run_uses_the_same_defaults_and_records_to_mlflow(project):
-    _run([str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params", f"data.max_docs=50,data.path={CORPUS_DIR}"],
-         project)
-    mlflow.set_tracking_uri(f"sqlite:///{project}/mlruns/mlflow.db")
-    run = mlflow.search_runs(experiment_names=["curation"]).iloc[0]
-    composed = compose_config(project / "conf", [f"data.path={CORPUS_DIR}", "data.max_docs=50"])
+@pytest.mark.slow  # the session's `kedro run` subprocess
+def test_kedro_run_uses_the_same_defaults_and_records_to_mlflow(kedro_ingest_run):
+    run = _search_runs(kedro_ingest_run.store).iloc[0]
+    composed = compose_config(kedro_ingest_run.project / "conf", [f"data.path={CORPUS_DIR}", "data.max_docs=30"])
     # Every parameter of the kedro run is the composed Hydra value: one source of defaults.
     from curation.tracking.store import params_for_mlflow
 
     for key, value in params_for_mlflow(composed).items():
         assert run[f"params.{key}"] == value, key
-    assert run["metrics.rows_kept"] == 50
+    assert run["metrics.rows_kept"] == 30
 
 
+@pytest.mark.slow  # a `curate` subprocess
 def test_cfg_job_prints_the_composed_config(project):
     out = _run([str(BIN / "curate"), "--cfg", "job", "data.max_docs=7"], project).stdout
     printed = yaml.safe_load(out)
@@ -78,17 +80,18 @@ def test_ci_runs_the_readme_test_command():
     assert any(line.strip() == command for line in ci.splitlines()), ".ci/run must call the README test command"
 
 
-@pytest.mark.slow  # a `curate -m` sweep, then the notebook
-def test_notebook_plots_the_latest_sweep_from_mlflow(project):
+@pytest.mark.slow  # the notebook's kernel, on the session's `curate -m` sweep
+def test_notebook_plots_the_latest_sweep_from_mlflow(ingest_sweep, monkeypatch):
     import nbformat
     from nbclient import NotebookClient
 
-    _run([str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.max_docs=60,90"], project)
+    # The kernel inherits CURATION_PROJECT_ROOT and so reads the sweep's project and store.
+    monkeypatch.setenv("CURATION_PROJECT_ROOT", str(ingest_sweep.project))
     repo = Path(__file__).resolve().parents[2]
     notebook = nbformat.read(repo / "notebooks" / "sweep_from_mlflow.ipynb", as_version=4)
-    # The kernel inherits CURATION_PROJECT_ROOT (set by the fixture) and so reads this project's store.
-    NotebookClient(notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(project)}}).execute()
+    NotebookClient(notebook, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(ingest_sweep.project)}}).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     text = "".join(o.get("text", "") for o in outputs)
-    assert "2 jobs" in text and "60.0" in text and "90.0" in text
+    assert "2 jobs" in text and "40.0" in text and "80.0" in text
     assert any("image/png" in o.get("data", {}) for o in outputs)

@@ -163,6 +163,7 @@ def test_curate_entry_points_check_ranges_right_after_composition(project):
         compose_config(project / "conf", ["budget.keep_ratio=1.5"])
 
 
+@pytest.mark.slow  # a `curate` subprocess
 def test_curate_refuses_an_out_of_range_knob_before_running(project):
     import subprocess
     import sys
@@ -213,6 +214,11 @@ def test_parser_recurses_keeps_subclass_defaults_and_checks_hand_built_configs()
     assert isinstance(cfg.fasttext_ultrafineweb, UltraFineWebConfig)
     assert cfg.fasttext_ultrafineweb.epoch == 4 and cfg.fasttext_ultrafineweb.dim == UltraFineWebConfig().dim
     assert parse_dataclass(ScoringConfig, OmegaConf.create({"engine": "ray"})).engine == "ray"  # a DictConfig
+    # nested DictConfig / ListConfig, read as a Mapping / Sequence (the core imports no OmegaConf), resolved
+    composed = OmegaConf.create({"v": "web", "scoring": {"edu": {"weak_rules": [
+        {"field": "category", "values": ["${v}"], "score": 1.0}]}}})
+    cfg = scoring_config_from_dict(composed.scoring)
+    assert cfg.edu.weak_rules[0].values == ["web"] and type(cfg.edu.weak_rules[0].values) is list
     with pytest.raises(ConfigError, match=r"^scoring\.edu\.weak_rules\[0\]\.scor: unknown key"):
         scoring_config_from_dict({"edu": {"weak_rules": [{"field": "category", "values": ["x"], "scor": 1.0}]}})
     # unknown keys are a KeyError too, for callers that caught the earlier parsers' KeyError

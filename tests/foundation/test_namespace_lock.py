@@ -17,7 +17,7 @@ import pytest
 from curation.hydra_app import namespace_from_argv
 from curation.namespace_lock import NamespaceBusy, NamespaceLock, lock_path, namespace_lock
 from tests.conftest import CORPUS_DIR, REPO
-from tests.processes import MARKER_ENV, marked_processes, wait_for
+from tests.processes import HELD_ENV, MARKER_ENV, held_curate, marked_processes, wait_for
 
 BIN = Path(sys.executable).parent
 
@@ -85,16 +85,20 @@ def test_a_held_namespace_refuses_a_second_holder_naming_the_first(tmp_path):
         pass
 
 
+@pytest.mark.slow  # three `curate` subprocesses
 def test_second_curate_in_a_busy_namespace_stops_fast_and_a_waiting_one_takes_over(project):
-    """A runs; B (same namespace) stops within 10 s naming A; W (run.wait_for_lock=true) waits; A is
-    SIGKILLed; W takes the lock over (log line naming A) and finishes."""
+    """A runs (held inside its scoring pipeline, so it is still running whatever the machine's speed);
+    B (same namespace) stops within 10 s naming A; W (run.wait_for_lock=true) waits; A is SIGKILLed;
+    W takes the lock over (log line naming A) and finishes."""
     marker = f"lock-{os.getpid()}-{time.time_ns()}"
     env = {**_env(project), MARKER_ENV: marker}
     common = [f"data.path={CORPUS_DIR}", "tracking.enabled=false", "cache.enabled=false", "run.namespace=shared"]
     lock_file = lock_path(project, "shared")
     a_log = open(project / "a.log", "w")
-    a = subprocess.Popen([str(BIN / "curate"), "pipeline=ingest+scoring", "data.max_docs=300", *common],
-                         cwd=project, env=env, stdout=a_log, stderr=subprocess.STDOUT)
+    held = project / "a.held"  # A writes it once inside the scoring pipeline, then waits to be killed
+    a = subprocess.Popen([*held_curate("curation.embedding.sharded", "embed_shards"), "pipeline=ingest+scoring",
+                          "data.max_docs=300", *common], cwd=project, env={**env, HELD_ENV: str(held)}, stdout=a_log,
+                         stderr=subprocess.STDOUT)
     w = None
     try:
         wait_for(lambda: _holder_pid(lock_file) == a.pid, 120, "lock record of run A", a)
@@ -112,6 +116,7 @@ def test_second_curate_in_a_busy_namespace_stops_fast_and_a_waiting_one_takes_ov
         w = subprocess.Popen([str(BIN / "curate"), "pipeline=ingest", "data.max_docs=50", "run.wait_for_lock=true",
                               *common], cwd=project, env=env, stdout=open(w_log, "w"), stderr=subprocess.STDOUT)
         wait_for(lambda: "waiting for namespace 'shared'" in w_log.read_text(), 180, "W waiting for the lock", w)
+        wait_for(held.exists, 300, "run A inside its scoring pipeline", a)  # its ingest left staging behind
         assert a.poll() is None
         a.send_signal(signal.SIGKILL)
         a.wait()
@@ -133,6 +138,7 @@ def test_second_curate_in_a_busy_namespace_stops_fast_and_a_waiting_one_takes_ov
         a_log.close()
 
 
+@pytest.mark.slow  # a `kedro run` subprocess
 def test_kedro_run_holds_the_namespace_lock_too(project):
     with namespace_lock(project, "default"):
         done = subprocess.run([str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",

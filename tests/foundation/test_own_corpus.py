@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +22,7 @@ import pytest
 
 from curation.shards import ShardedDataset
 from tests.conftest import CORPUS_SHARDS
+from tests.processes import HELD_ENV, held_curate, wait_for
 
 BIN = Path(sys.executable).parent
 DOCS = 300
@@ -64,6 +64,7 @@ def _plain_corpus(project: Path) -> Path:
 
 
 # ~4.5 min on 2 cores (three default jobs and a kill): opt-in, `scripts/test.sh -m optin`.
+@pytest.mark.slow  # every optin test is slow too: `-m "not slow"` replaces the default `-m 'not optin'`
 @pytest.mark.optin
 def test_a_plain_id_text_corpus_runs_the_default_job_the_same_every_time_and_after_a_kill(project):
     path = _plain_corpus(project)
@@ -89,12 +90,11 @@ def test_a_plain_id_text_corpus_runs_the_default_job_the_same_every_time_and_aft
     # command again: it resumes from what the killed run finished and selects the same ids (the
     # defaults: the cache on)
     cache = project / "data" / "04_feature" / "cache"
-    args = [str(BIN / "curate"), f"data.path={path}", "run.namespace=plain_killed"]
-    proc = subprocess.Popen(args, cwd=project, env=_env(project), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while not list(cache.glob("embeddings-*/manifest.json")) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
+    held = project / "held"  # the run writes it on entering the scoring stage, then waits to be killed
+    args = [*held_curate("curation.scoring.cached", "score_cached"), f"data.path={path}", "run.namespace=plain_killed"]
+    proc = subprocess.Popen(args, cwd=project, env={**_env(project), HELD_ENV: str(held)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(held.exists, 600, "the run inside its scoring stage (embeddings finished)", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL

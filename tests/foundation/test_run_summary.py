@@ -68,11 +68,10 @@ def test_curate_prints_a_summary_and_names_the_run(project):
     assert {t.key: t.value for t in dataset_input.tags}["mlflow.data.context"] == "corpus"
 
 
-@pytest.mark.slow  # a `kedro run` subprocess
-def test_kedro_run_names_the_run_after_its_params_and_logs_its_inputs(project):
-    out = _run([str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",
-                f"data.max_docs=30,data.path={CORPUS_DIR}"], project)
-    _, _, run = _last_run(project)
+@pytest.mark.slow  # the session's `kedro run` subprocess
+def test_kedro_run_names_the_run_after_its_params_and_logs_its_inputs(kedro_ingest_run):
+    out = kedro_ingest_run.stdout
+    _, _, run = _last_run(kedro_ingest_run.project)
     assert run.info.run_name == "ingest max_docs=30 path=corpus"
     assert "curation: ingest finished" in out and "30 rows" in out
     assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["corpus"]

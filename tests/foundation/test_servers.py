@@ -14,9 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from curation.config_loader import compose_config
-from curation.hydra_app import run_kedro
-from tests.conftest import CORPUS_DIR
 from tests.processes import MARKER_ENV, marked_processes, start_in_group, stop_group
 
 BIN = Path(sys.executable).parent
@@ -82,13 +79,12 @@ def test_kedro_viz_lists_the_pipelines(project):
     assert {"ingest_documents_node", "compute_document_statistics_node", "documents"} <= names
 
 
-@pytest.mark.slow  # an ingest job, then starts `mlflow server`
-def test_mlflow_server_lists_the_runs(project):
-    run_kedro(compose_config(project / "conf", [f"data.path={CORPUS_DIR}", "data.max_docs=40",
-                                                "pipeline=ingest"]), project_path=project)
+@pytest.mark.slow  # starts `mlflow server` on the session's ingest sweep
+def test_mlflow_server_lists_the_runs(ingest_sweep):
+    project = ingest_sweep.project
     port = _free_port()
-    server = _serve([str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{project}/mlruns/mlflow.db",
-                     "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], project)
+    server = _serve([str(BIN / "mlflow"), "server", "--backend-store-uri", ingest_sweep.store,
+                     "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], project.parent)
     try:
         experiments = _get_json(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search",
                                 data=json.dumps({"max_results": 10}).encode())
@@ -97,6 +93,6 @@ def test_mlflow_server_lists_the_runs(project):
                          data=json.dumps({"experiment_ids": [experiment_id]}).encode())
     finally:
         _stop(server)
-    (run,) = runs["runs"]
-    params = {p["key"]: p["value"] for p in run["data"]["params"]}
-    assert params["data.max_docs"] == "40" and run["info"]["status"] == "FINISHED"
+    assert len(runs["runs"]) == 3 and {run["info"]["status"] for run in runs["runs"]} == {"FINISHED"}  # parent + 2
+    params = [{p["key"]: p["value"] for p in run["data"].get("params", [])} for run in runs["runs"]]
+    assert sorted(p["data.max_docs"] for p in params if "data.max_docs" in p) == ["40", "80"]

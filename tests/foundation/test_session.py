@@ -16,6 +16,7 @@ def _mlflow_runs(project):
     return mlflow.search_runs(experiment_names=["curation"])
 
 
+@pytest.mark.slow  # a whole ingest Kedro job
 def test_ingest_in_kedro_session_reads_back_catalog_and_mlflow(project):
     params = compose_config(project / "conf", [f"data.path={CORPUS_DIR}", "data.max_docs=300",
                                                "pipeline=ingest"])
@@ -49,6 +50,7 @@ def test_ingest_in_kedro_session_reads_back_catalog_and_mlflow(project):
     assert "plots/document_stats_plot.png" in artifacts
 
 
+@pytest.mark.slow  # a Kedro job
 def test_failed_run_is_marked_failed_in_mlflow(project, tmp_path):
     (tmp_path / "bad").mkdir()
     pd.DataFrame({"id": ["a"], "body": ["no text column"]}).to_parquet(tmp_path / "bad" / "x.parquet")

@@ -103,6 +103,7 @@ def test_a_full_disk_is_named_with_the_file_and_the_fix():
     assert user_message(KeyError("extra")) is None
 
 
+@pytest.mark.slow  # `curate` subprocesses
 def test_curate_prints_one_short_message_for_bad_input_and_the_trace_on_request(project, texts):
     pd.DataFrame({"id": [[i, i] for i in range(5)], "text": texts[:5]}).to_parquet(project / "listid.parquet")
     args = [str(BIN / "curate"), "pipeline=ingest", f"data.path={project / 'listid.parquet'}", "tracking.enabled=false"]

@@ -9,18 +9,13 @@ import pytest
 
 from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
-from tests.conftest import CORPUS_DIR
+from tests.conftest import CORPUS_DIR, DEFAULT_JOB_250
 
 pytestmark = pytest.mark.slow  # whole Kedro jobs and a `curate -m` sweep: ~3 min on 2 busy cores
 
 # Small but real. The scoring config is the default: the raters that need labels are the reference ones
 # (trained once on the bundled corpus, shared by every test project), so no rater is trained here.
-FAST = [
-    f"data.path={CORPUS_DIR}", "data.max_docs=250",
-    "embedding.show_progress=false",
-    "selection.steps=40", "selection.history_every=5", "selection.group_size=32",
-    "budget.keep_ratio=0.1",
-]
+FAST = DEFAULT_JOB_250  # the session's default job (tests/conftest.py), shared with the reports test
 
 
 def _runs(project) -> pd.DataFrame:
@@ -35,8 +30,8 @@ def _catalog(project):
     return session.load_context().catalog
 
 
-def test_default_job_then_cached_rerun_and_a_selection_sweep(project):
-    run_kedro(compose_config(project / "conf", FAST), project_path=project)  # __default__: all four pipelines
+def test_default_job_then_cached_rerun_and_a_selection_sweep(default_job_250):
+    project = default_job_250  # the default job (__default__: all four pipelines) ran there, once per session
     catalog = _catalog(project)
     documents = catalog.load("documents@frame")
     scores = catalog.load("scores@frame")
@@ -53,7 +48,7 @@ def test_default_job_then_cached_rerun_and_a_selection_sweep(project):
     assert len(selected) == 25 and selected["id"].is_unique and set(selected["id"]) <= set(pruned["id"])
     assert set(catalog.load("selected_documents@frame")["id"]) == set(selected["id"])
 
-    run = _runs(project).iloc[-1]
+    run = _runs(project).iloc[0]  # the default job: the project's first run
     assert run["status"] == "FINISHED"
     assert run["metrics.kept"] + run["metrics.dropped_low_quality"] + run["metrics.dropped_nan_quality"] == 250
     assert run["metrics.budget_docs"] == 25 and run["metrics.selected_size"] == 25

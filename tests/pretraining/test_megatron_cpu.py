@@ -16,6 +16,7 @@ import textwrap
 import pytest
 
 pytest.importorskip("megatron.core", reason="optional extra: pip install -e .[megatron]")
+pytestmark = pytest.mark.slow  # one subprocess of four Megatron training runs, then gloo data parallel: minutes
 
 SCRIPT = textwrap.dedent("""
     import json, sys, warnings
@@ -110,7 +111,6 @@ def test_exported_checkpoint_is_scored_by_the_evaluation(runs):
     assert loaded.model.embed_tokens.weight.equal(model.embed_tokens.weight)
 
 
-@pytest.mark.slow
 def test_two_gloo_processes_train_data_parallel(runs):
     """torchrun with 2 CPU processes (gloo, torch DDP): the first step's loss over the global batch is the
     single-process run's (same samples, same initial weights), and both ranks finish."""

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from curation.reporting.artefacts import build_report, registry
+from curation.reporting.registry import build_report, registry
 
 
 def _run(run_id: str, start: int, **metrics: float) -> dict:

@@ -13,8 +13,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from curation.config_loader import compose_config
-from curation.hydra_app import run_kedro
-from curation.reporting.artefacts import build_report, converged_time, registry
+from curation.reporting.artefacts import converged_time
+from curation.reporting.registry import build_report, registry
 from curation.reporting.runs import choose_runs
 from tests.conftest import CORPUS_DIR, REPO
 
@@ -60,12 +60,6 @@ def test_unknown_artefact_and_no_runs_are_clear_errors():
         build_report("fig7_group_size", pd.DataFrame(), {}, {})
 
 
-FAST = [
-    f"data.path={CORPUS_DIR}", "data.max_docs=250",
-    "embedding.show_progress=false", "selection.steps=20", "selection.group_size=16",
-]
-
-
 def _curate(project: Path, *args: str) -> subprocess.CompletedProcess:
     curate = Path(sys.executable).parent / "curate"
     done = subprocess.run([str(curate), *args], cwd=project, capture_output=True, text=True, timeout=600,
@@ -75,8 +69,8 @@ def _curate(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow  # the default job on 250 documents, a `curate -m` sweep, the report job and a notebook
-def test_sweep_then_report_from_mlflow(project, monkeypatch):
-    run_kedro(compose_config(project / "conf", FAST), project_path=project)  # ingest+scoring+pruning+selection
+def test_sweep_then_report_from_mlflow(default_job_250, monkeypatch):
+    project = default_job_250  # the session's default job (ingest+scoring+pruning+selection) ran there
     small = [f"data.path={CORPUS_DIR}", "data.max_docs=250", "budget.candidates=120", "selection.steps=30",
              "selection.history_every=5"]
     _curate(project, "-m", "experiment=fig7_group_size", "selection.group_size=2,8", *small)

@@ -54,6 +54,7 @@ def _in_order(documents_frame: pd.DataFrame, ids) -> pd.DataFrame:
     return documents_frame[documents_frame["id"].isin(set(ids))].reset_index(drop=True)
 
 
+@pytest.mark.slow  # a DataMask block in a subprocess
 def test_one_datamask_block_in_its_own_process_equals_datamask_in_process(pruned, tmp_path):
     documents, scores, embeddings = pruned
     frame, vectors, docs = _frames(documents, scores, embeddings)
@@ -112,6 +113,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a whole blocked selection, then a subprocess killed and resumed
 def test_several_blocks_resume_after_a_kill_and_equal_blocked_datamask_in_process(pruned, tmp_path):
     documents, scores, embeddings = pruned
     frame, vectors, _ = _frames(documents, scores, embeddings)
@@ -282,3 +284,16 @@ def test_gpu_placement_of_block_tasks_and_ray_tasks():
     assert gpus_per_task(0.5, {"GPU": 8.0}) == 0.5
     with pytest.raises(ValueError, match="ray_num_gpus"):
         gpus_per_task(-1, {})
+
+
+def test_the_diagnosis_sample_is_all_candidates_or_a_seeded_sorted_subset():
+    from curation.selection.sharded import diagnosis_sample
+
+    pool = np.arange(10, 60, dtype=np.int64)
+    same, sampled = diagnosis_sample(pool, seed=0, limit=50)
+    assert not sampled and same is pool
+    a, sampled = diagnosis_sample(pool, seed=3, limit=20)
+    b, _ = diagnosis_sample(pool, seed=3, limit=20)
+    c, _ = diagnosis_sample(pool, seed=4, limit=20)
+    assert sampled and len(a) == len(set(a)) == 20 and set(a) <= set(pool)
+    assert np.all(np.diff(a) > 0) and np.array_equal(a, b) and not np.array_equal(a, c)

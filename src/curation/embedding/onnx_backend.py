@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from curation.embedding.artifacts import artifact_spec, ensure_artifact, read_manifest, resolve_model_dir
+from curation.embedding.config import check_common, finish, prepare_texts
 
 _LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime")
 OPSET = 17
@@ -138,8 +139,6 @@ class OnnxEmbedder:
     def __init__(self, cfg, folder: Path | None = None):
         from tokenizers import Tokenizer
 
-        from curation.embedding.embedder import check_common
-
         check_common(cfg)
         if cfg.device not in ("cpu", "auto"):
             raise ValueError(f"backend=onnx runs on the CPU execution provider; device={cfg.device!r} "
@@ -175,8 +174,6 @@ class OnnxEmbedder:
 
     def encode(self, texts: Sequence[str]):
         from tqdm.auto import tqdm
-
-        from curation.embedding.embedder import finish, prepare_texts
 
         t0 = time.perf_counter()
         n = len(texts)

@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from curation.embedding.artifacts import artifact_spec, ensure_artifact, read_manifest, resolve_model_dir
+from curation.embedding.config import check_common, finish, prepare_texts
 
 _LIBRARIES = ("model2vec", "transformers", "tokenizers", "torch", "scikit-learn")
 _LOADED: dict[str, object] = {}
@@ -150,8 +151,6 @@ class StaticEmbedder:
     """
 
     def __init__(self, cfg, folder: Path | None = None):
-        from curation.embedding.embedder import check_common
-
         check_common(cfg)
         self.cfg = cfg
         root = Path(cfg.artifact_dir) if cfg.artifact_dir else None
@@ -181,8 +180,6 @@ class StaticEmbedder:
 
     def encode(self, texts: Sequence[str]):
         from tqdm.auto import tqdm
-
-        from curation.embedding.embedder import finish, prepare_texts
 
         t0 = time.perf_counter()
         n = len(texts)

@@ -119,6 +119,33 @@ class TrainConfig:
         return max(1, math.ceil(self.max_tokens / self.tokens_per_step))
 
 
+def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
+    """Learning rate of optimizer step ``step`` (0-based) in a run of ``total_steps``.
+
+    constant: lr after warmup (DATAMASK Sec. 4.1). cosine: lr -> min_lr over the
+    steps after warmup. wsd: lr until the last ``decay_fraction`` of the steps,
+    then exp (lr * (min_lr/lr)^progress, Ultra-FineWeb App. A) or linear decay to min_lr.
+    """
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    if cfg.schedule == "cosine":
+        span = max(1, total_steps - cfg.warmup_steps - 1)
+        progress = min(1.0, (step - cfg.warmup_steps) / span)
+        return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
+    if cfg.schedule == "wsd":
+        decay_steps = round(cfg.decay_fraction * total_steps)
+        decay_start = total_steps - decay_steps
+        if step < decay_start or decay_steps == 0:
+            return cfg.lr
+        progress = min(1.0, (step - decay_start + 1) / decay_steps)
+        if cfg.decay_shape == "exp":
+            return cfg.lr * (cfg.min_lr / cfg.lr) ** progress
+        return cfg.lr + (cfg.min_lr - cfg.lr) * progress
+    raise ValueError(f"unknown schedule {cfg.schedule!r}")
+
+
 @dataclass
 class PretrainConfig:
     name: str = "tiny"

@@ -12,26 +12,25 @@ The WSD schedule (warmup-stable-decay; MiniCPM, Hu et al. 2024) and
 ``init_from`` serve Ultra-FineWeb's efficient verification (seeds/002 Sec. 2.2,
 App. A): a base model trained with WSD, then annealed from its weights on a
 mixed loader (:mod:`curation.lm.mixing`).
+
+The Lightning module and callback are in :mod:`curation.lm.lit`, imported by :func:`train` only: importing
+this module (every ``curate`` process does, through :mod:`curation.lm`) does not import Lightning.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import logging
-import math
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from curation.lm.config import PretrainConfig, TrainConfig, parse_config
+from curation.lm.config import PretrainConfig, TrainConfig, lr_at, parse_config  # noqa: F401  (re-exported)
 from curation.lm.mixing import loader_from
 from curation.lm.model import CausalLM, ModelConfig
 
@@ -39,33 +38,6 @@ StepHook = Callable[[int, dict], None]
 
 MODEL_FILE = "model.pt"
 CONFIG_FILE = "config.json"
-
-
-def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
-    """Learning rate of optimizer step ``step`` (0-based) in a run of ``total_steps``.
-
-    constant: lr after warmup (DATAMASK Sec. 4.1). cosine: lr -> min_lr over the
-    steps after warmup. wsd: lr until the last ``decay_fraction`` of the steps,
-    then exp (lr * (min_lr/lr)^progress, Ultra-FineWeb App. A) or linear decay to min_lr.
-    """
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    if cfg.schedule == "constant":
-        return cfg.lr
-    if cfg.schedule == "cosine":
-        span = max(1, total_steps - cfg.warmup_steps - 1)
-        progress = min(1.0, (step - cfg.warmup_steps) / span)
-        return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
-    if cfg.schedule == "wsd":
-        decay_steps = round(cfg.decay_fraction * total_steps)
-        decay_start = total_steps - decay_steps
-        if step < decay_start or decay_steps == 0:
-            return cfg.lr
-        progress = min(1.0, (step - decay_start + 1) / decay_steps)
-        if cfg.decay_shape == "exp":
-            return cfg.lr * (cfg.min_lr / cfg.lr) ** progress
-        return cfg.lr + (cfg.min_lr - cfg.lr) * progress
-    raise ValueError(f"unknown schedule {cfg.schedule!r}")
 
 
 def resolve_precision(precision: str) -> str:
@@ -81,94 +53,6 @@ def resolve_precision(precision: str) -> str:
     if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
         return "bf16-mixed"
     return "32-true"
-
-
-class LitCausalLM(L.LightningModule):
-    """Lightning wrapper: next-token loss, AdamW with decoupled weight decay, per-step LR schedule."""
-
-    def __init__(self, model_config: dict, train_config: dict, total_steps: int):
-        super().__init__()
-        self.save_hyperparameters()
-        self.train_cfg = TrainConfig(**train_config)
-        self.total_steps = total_steps
-        self.model = CausalLM(ModelConfig(**model_config))
-        if self.train_cfg.compile:
-            self.model.compile()  # in place, so state_dict keys stay those of CausalLM
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        out = self.model(x, y)
-        self.log("train/lm_loss", out.lm_loss.detach(), on_step=True, on_epoch=False)
-        self.log("train/aux_loss", out.aux_loss.detach(), on_step=True, on_epoch=False)
-        return out.loss
-
-    def validation_step(self, batch, batch_idx):
-        x, y = batch
-        self.log("val/loss", self.model(x, y).lm_loss, on_step=False, on_epoch=True)
-
-    def configure_optimizers(self):
-        cfg = self.train_cfg
-        # nanoGPT: decay 2-D weights (matmuls, embeddings), not norms or biases.
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        decay = [p for p in params if p.dim() >= 2]
-        no_decay = [p for p in params if p.dim() < 2]
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.lr,
-            betas=(cfg.beta1, cfg.beta2),
-            eps=cfg.eps,
-        )
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: lr_at(step, cfg, self.total_steps) / cfg.lr
-        )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-
-class StepMetrics(L.Callback):
-    """Calls ``on_step(step, metrics)`` after each optimizer step and after each validation.
-
-    Step metrics: loss (cross-entropy of the step's last micro-batch, nats/token),
-    aux_loss (MoE load balancing), lr, tokens (seen so far), tokens_per_s (since
-    the previous step), elapsed_s. After a validation: {"val_loss": ...}.
-    """
-
-    def __init__(self, tokens_per_step: int, on_step: Optional[StepHook] = None):
-        self.tokens_per_step = tokens_per_step
-        self.on_step = on_step
-        self.history: list[dict] = []
-        self.start_step = self._last_step = 0
-        self._t0 = self._t_last = 0.0
-
-    def on_train_start(self, trainer, pl_module):
-        self.start_step = self._last_step = trainer.global_step  # > 0 when resumed
-        self._t0 = self._t_last = time.perf_counter()
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        step = trainer.global_step
-        if step == self._last_step:  # mid gradient accumulation
-            return
-        now = time.perf_counter()
-        done = step - self._last_step
-        metrics = {
-            "loss": float(trainer.callback_metrics["train/lm_loss"]),
-            "aux_loss": float(trainer.callback_metrics["train/aux_loss"]),
-            "lr": float(trainer.optimizers[0].param_groups[0]["lr"]),
-            "tokens": step * self.tokens_per_step,
-            "tokens_per_s": done * self.tokens_per_step / max(now - self._t_last, 1e-9),
-            "elapsed_s": now - self._t0,
-        }
-        self._last_step, self._t_last = step, now
-        self.history.append({"step": step, **metrics})
-        if self.on_step is not None:
-            self.on_step(step, metrics)
-
-    def on_validation_end(self, trainer, pl_module):
-        if trainer.sanity_checking or "val/loss" not in trainer.callback_metrics:
-            return
-        metrics = {"val_loss": float(trainer.callback_metrics["val/loss"])}
-        self.history.append({"step": trainer.global_step, **metrics})
-        if self.on_step is not None:
-            self.on_step(trainer.global_step, metrics)
 
 
 @dataclass
@@ -214,6 +98,10 @@ def train(
     tc = cfg.train
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    import lightning as L  # here, not at the top: importing curation.lm stays free of Lightning
+
+    from curation.lm.lit import LitCausalLM, StepMetrics, quiet_lightning
+
     torch.set_num_threads(tc.num_threads)
     L.seed_everything(tc.seed, verbose=False)
     total_steps = tc.total_steps()
@@ -236,7 +124,7 @@ def train(
     last = ckpt_dir / "last.ckpt"
     ckpt_path = str(last) if resume and last.exists() else None
     loader = _as_loader(train_data, tc.batch_size, tc.seed)
-    with warnings.catch_warnings(), _quiet_lightning():
+    with warnings.catch_warnings(), quiet_lightning():
         trainer = L.Trainer(
             accelerator="auto",
             devices=1,
@@ -283,20 +171,6 @@ def train(
         elapsed_s=elapsed,
         history=history,
     )
-
-
-@contextlib.contextmanager
-def _quiet_lightning():
-    """Silence Lightning's per-fit banners ("GPU available: False", tips) for the duration of a fit."""
-    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric", "lightning_fabric")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
 
 
 @torch.no_grad()

@@ -1,5 +1,5 @@
 """Reports nodes: fetch an experiment's runs from MLflow (:mod:`curation.tracking.report_runs`), rebuild
-the paper artefact from them (:mod:`curation.reporting.artefacts`)."""
+the paper artefact from them (:mod:`curation.reporting.registry`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from curation.paths import project_root
-from curation.reporting.artefacts import build_report, registry
+from curation.reporting.registry import build_report, registry
 from curation.tracking.report_runs import fetch_runs
 from curation.tracking.store import resolve_uri
 

@@ -18,7 +18,7 @@ from curation.reporting.plots import (
 )
 from curation.selection import diagnose
 from curation.selection.corpus import candidate_pool, run_selection_shards, selection_key
-from curation.selection.sharded import DIAGNOSE_MAX, gather_rows, read_ids, read_quality
+from curation.selection.sharded import diagnosis_sample, gather_rows, read_ids, read_quality
 from curation.shards import ShardedDataset
 from curation.shards.work import engine_of, stage_folder
 
@@ -73,13 +73,9 @@ def describe_selection(
     :data:`~curation.selection.sharded.DIAGNOSE_MAX` candidates it diagnoses a seeded random sample of
     that many (and the selected items in it), and says so (``selected_diagnosed_sample`` = 1)."""
     seed = int(run["seed"])
-    pool = candidate_pool(len(pruned_scores), budget, seed)
-    sampled = len(pool) > DIAGNOSE_MAX
+    pool, sampled = diagnosis_sample(candidate_pool(len(pruned_scores), budget, seed), seed)
     if sampled:
-        rng = np.random.default_rng([seed, 104729])
-        pool = np.sort(rng.choice(pool, size=DIAGNOSE_MAX, replace=False))
-        log.info("describe_selection: %d candidates, diagnosing a seeded sample of %d", len(pruned_scores),
-                 DIAGNOSE_MAX)
+        log.info("describe_selection: %d candidates, diagnosing a seeded sample of %d", len(pruned_scores), len(pool))
     ids = np.concatenate(list(read_ids(pruned_scores, pool).values()))
     quality = read_quality(pruned_scores)[pool]
     embeddings = gather_rows(pruned_embeddings, pool)

@@ -435,26 +435,3 @@ ARTEFACTS: dict[str, Artefact] = {
     "table8_dvrl": Artefact("DATAMASK Table 8", table8_dvrl, ("diversity",)),
     "disf_fig3_dominance": Artefact("DiSF Fig. 3", disf_fig3_dominance),
 }
-
-
-def registry() -> dict[str, Artefact]:
-    """Every known artefact, by name: each report module declares its builders in an ``ARTEFACTS`` dict
-    (DATAMASK and DiSF here; Meta-rater, Ultra-FineWeb Table 8 and DATAMASK Table 2 beside it)."""
-    from curation.reporting import metarater_artefacts, table2, ufw_artefacts
-
-    known = dict(ARTEFACTS)
-    for module in (table2, metarater_artefacts, ufw_artefacts):
-        clash = set(known) & set(module.ARTEFACTS)
-        if clash:
-            raise ValueError(f"{module.__name__} redefines the artefact(s) {sorted(clash)}")
-        known.update(module.ARTEFACTS)
-    return known
-
-
-def build_report(name: str, runs: pd.DataFrame, histories: Histories, tables: Tables) -> Report:
-    known = registry()
-    if name not in known:
-        raise ValueError(f"report.experiment={name!r} has no report builder; known: {sorted(known)}")
-    if runs.empty:
-        raise ValueError(f"no finished runs to report for {name!r}: run `curate -m experiment={name}` first")
-    return known[name].build(runs.reset_index(drop=True), histories, tables)

@@ -10,7 +10,7 @@ the mean over seeds with the seed standard deviation, plus the delta against
 the raw corpus. A chance row and notes say how much of it is noise.
 
 It is the ``table2_tiny`` artefact of the reports pipeline
-(:func:`curation.reporting.artefacts.registry`);
+(:func:`curation.reporting.registry.registry`);
 :class:`curation.tracking.hydra_callbacks.Table2ReportCallback` runs that
 pipeline when the sweep ends, so ``curate experiment=table2_tiny`` leaves the
 report in ``data/08_reporting/table2_tiny/``. Rebuild it from MLflow alone with

@@ -359,11 +359,7 @@ def _as_mapping(config: Any) -> Mapping[str, Any]:
         return {}
     if isinstance(config, SelectionConfig):
         return {k: getattr(config, k) for k in config.__dataclass_fields__}
-    if type(config).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf  # the caller already holds an OmegaConf object
-
-        return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]
-    return config
+    return config  # a dict or any Mapping (a DictConfig is one; parse_dataclass reads it)
 
 
 # --- the budget group: how many documents the selection keeps ---

@@ -61,6 +61,16 @@ STREAMING = ("datamask", "topk_quality", "random")
 DIAGNOSE_MAX = 200_000  # describe_selection diagnoses a seeded sample of this many candidates past it
 
 
+def diagnosis_sample(pool: np.ndarray, seed: int, limit: int | None = None) -> tuple[np.ndarray, bool]:
+    """The candidate positions ``describe_selection`` diagnoses: all of ``pool``, or past ``limit``
+    (default :data:`DIAGNOSE_MAX`) a seeded random sample of that many, sorted; and whether it sampled."""
+    limit = DIAGNOSE_MAX if limit is None else limit
+    if len(pool) <= limit:
+        return pool, False
+    rng = np.random.default_rng([seed, 104729])
+    return np.sort(rng.choice(pool, size=limit, replace=False)), True
+
+
 class ScaleLimitError(ValueError):
     """An in-memory method was asked to hold more candidates than its limit."""
 

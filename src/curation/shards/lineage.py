@@ -17,6 +17,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from curation.errors import UserError
+
 # How to re-make each dataset (named in the error).
 REMAKE = {
     "documents": "curate pipeline=ingest",
@@ -28,7 +30,7 @@ REMAKE = {
 }
 
 
-class LineageError(ValueError):
+class LineageError(UserError, ValueError):
     """Inputs of a stage were not made from each other; the message names the stale dataset."""
 
 

@@ -8,9 +8,10 @@ from typing import Any, Mapping
 
 PARENT_RUN_ENV = "CURATION_MLFLOW_PARENT_RUN_ID"
 MAX_PARAM_VALUE = 6000  # MLflow's limit for one param value
-# MLflow 3's UI opens an experiment on its GenAI views (traces, latency) unless the experiment's
-# ``mlflow.experimentKind`` tag says it holds model-training runs: then it opens on the runs table.
-# (The values are the UI's ExperimentKind enum: "custom_model_development" = "Machine learning".)
+# The experiment's kind: "custom_model_development" ("Machine learning" in the UI's ExperimentKind enum).
+# Earlier MLflow 3 UIs opened such an experiment on its runs table; MLflow 3.17.2's UI ignores the tag and
+# opens every experiment in the view of the browser's GenAI / Model training toggle (docs/running.md,
+# scripts/check_mlflow_landing.py). Kept: the kind is still what the experiment holds.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 

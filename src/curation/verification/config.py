@@ -49,11 +49,91 @@ import pandas as pd
 from curation.evaluation.tasks import TASKS
 from curation.configuration import parse_dataclass
 from curation.selection.corpus import CorpusSpec
-from curation.verification.seed_loop import SeedLoopConfig
 
 DEFAULT_MIX = "default_mix"  # name of the default mix among the packed corpora; not a candidate name
 BASELINE = "default_only"  # the annealing run on the default mix alone (ratio 0)
 BASE = "base"  # the WSD base model before annealing
+
+
+# --- pipeline=ufw_classifier: the verified-seed loop (curation.verification.seed_loop) ---
+
+IF_NONE = ("best", "fail")  # no pool helps: take the pool with the largest mean gain, or stop
+
+
+def _category_pools() -> dict[str, "PoolSpec"]:
+    return {c: PoolSpec(category=c) for c in ("web", "encyclopedic", "books", "docs", "forum")}
+
+
+def _seeds() -> list[int]:
+    return [0, 1, 2]
+
+
+@dataclass
+class PoolSpec:
+    category: Optional[str] = None  # documents of this corpus category (the documents' ``category`` column)
+    path: Optional[str] = None  # or a parquet / JSONL file (or folder / glob) with a ``text`` column
+
+    def validate(self, key: str) -> "PoolSpec":
+        if (self.category is None) == (self.path is None):
+            raise ValueError(f"config key '{key}': name exactly one of category and path")
+        return self
+
+
+@dataclass
+class SeedLoopConfig:
+    pools: dict[str, PoolSpec] = field(default_factory=_category_pools)  # candidate seed pools
+    ratio: float = 0.3  # share of the pool in every annealing batch (Sec. 2.2: 30%)
+    seeds: list[int] = field(default_factory=_seeds)  # one verification per seed: sample, mixing, order
+    base_tokens: int = 262_144  # WSD base model of the loop (tokens; 64 steps of 16 x 256 with tiny)
+    candidate_tokens: int = 1_024  # verification data per pool and seed (tokens): App. A's formula gives
+    #                                3 steps at r = 0.3 = 12,288 tokens = 4.7% of the base run
+    default_docs: Optional[int] = 4_000  # documents of the default mix (seeded sample; None = all)
+    tasks: Optional[list[str]] = None  # benchmark tasks (None = verification.tasks)
+    limit: Optional[int] = 50  # items per task (None = verification.limit)
+    z: float = 2.0  # a pool helps when its mean gain exceeds z standard errors over the seeds
+    if_none: str = "best"  # no pool helps: best = take the largest mean gain (flagged) | fail
+    train_docs: int = 2_000  # documents per class in the classifier's training set (paper: 300K)
+    rounds: int = 2  # 1 = seeds only; 2 = one more round on the classifier's own predictions (Table 3)
+    # Overrides of scoring.fasttext_ultrafineweb that are not Sec. 2.5's recipe (dim 256, lr 0.1, word
+    # n-grams 3, min count 5, 3 epochs stay the scoring group's): hash buckets sized to a training set of
+    # thousands (2M x 256 floats = 2 GB per model), and no quantization (the model is used in the run only).
+    bucket: int = 200_000
+    quantize: bool = False
+    # Sec. 2.5's 3 epochs are passes over 600K documents; over a few thousand they leave the model untrained
+    # (measured: 1,200 encyclopedic vs web documents, 3 epochs -> every score within 2e-4 of 0.5; 20 epochs
+    # -> keeps 100% of encyclopedic, <= 3.2% of the other categories). So the loop trains this many.
+    epoch: int = 20
+    exclude_eval_labels: bool = True  # keep the held-out human-labelled rows out of training (ROC-AUC stays fair)
+    seed: int = 0  # training-set draws
+
+    def validate(self, prefix: str = "verification.seed_loop") -> "SeedLoopConfig":
+        def require(ok: bool, key: str, message: str) -> None:
+            if not ok:
+                raise ValueError(f"config key '{prefix}.{key}': {message}")
+
+        require(bool(self.pools), "pools", "name at least one candidate seed pool")
+        for name, spec in self.pools.items():
+            spec.validate(f"{prefix}.pools.{name}")
+        require(0 < self.ratio < 1, "ratio", "must be in (0, 1)")
+        require(len(self.seeds) >= 2 and len(set(self.seeds)) == len(self.seeds), "seeds",
+                "name at least 2 distinct seeds (the standard error needs them)")
+        require(self.base_tokens >= 1 and self.candidate_tokens >= 1, "base_tokens", "tokens must be >= 1")
+        require(self.default_docs is None or self.default_docs >= 1, "default_docs", "must be None or >= 1")
+        require(self.limit is None or self.limit >= 1, "limit", "must be None or >= 1")
+        require(self.z >= 0, "z", "must be >= 0")
+        require(self.if_none in IF_NONE, "if_none", f"one of {IF_NONE}")
+        require(self.train_docs >= 1, "train_docs", "must be >= 1")
+        require(self.rounds in (1, 2), "rounds", "1 or 2 (Table 3: a third round brought nothing)")
+        require(self.bucket >= 1 and self.epoch >= 1, "bucket", "bucket and epoch must be >= 1")
+        return self
+
+
+def parse_seed_loop(mapping: Mapping[str, Any] | SeedLoopConfig | None) -> SeedLoopConfig:
+    if mapping is None:
+        return SeedLoopConfig().validate()
+    if isinstance(mapping, SeedLoopConfig):
+        return mapping.validate()
+    return parse_dataclass(SeedLoopConfig, mapping, prefix="verification.seed_loop.").validate()
 
 
 def _candidates() -> dict[str, CorpusSpec]:
