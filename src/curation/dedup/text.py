@@ -80,6 +80,27 @@ class Tokens:
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
+    def ngrams_by_length(self, lengths: Iterable[int]) -> Iterable[tuple[int, np.ndarray, np.ndarray]]:
+        """``(n, hashes, owner)`` for each n in ``lengths`` (short documents give nothing), the
+        polynomial extended one word at a time (n passes for the longest n, not one per length)."""
+        wanted = sorted(set(int(n) for n in lengths))
+        if not wanted or wanted[0] < 1:
+            return
+        total = len(self.hashes)
+        doc_of = np.repeat(np.arange(len(self), dtype=np.int64), self.lengths)
+        ends = self.offsets[1:][doc_of]
+        acc = self.hashes.copy()
+        with np.errstate(over="ignore"):
+            for n in range(1, wanted[-1] + 1):
+                if n > 1:
+                    if total - n + 1 <= 0:
+                        return
+                    acc = acc[:-1] * _MULT + self.hashes[n - 1:]
+                if n in wanted:
+                    count = total - n + 1
+                    valid = np.arange(count, dtype=np.int64) + n <= ends[:count]
+                    yield n, splitmix64(acc[valid] ^ np.uint64(n)), doc_of[:count][valid]
+
     def ngrams(self, n: int, short: str = "drop") -> tuple[np.ndarray, np.ndarray]:
         """Every word n-gram's 64-bit hash and the document it belongs to (n-grams never cross
         documents). ``short``: what a document with fewer than ``n`` (but at least one) words gives:

@@ -305,10 +305,45 @@ def raw_fingerprint(path: str, shard_ids: list[str]) -> str:
     return config_key(*parts)
 
 
+def dedup_settings(data: dict[str, Any], *, tasks: Sequence[str] = (), index_dir: Path | str | None = None,
+                   data_dir: str | None = None) -> DedupSettings | None:
+    """The dedup and decontamination settings of the ``data`` group (None when all are off); builds or
+    reads the evaluation tasks' n-gram index (``data.decontaminate_tasks``, else ``tasks``) under
+    ``index_dir`` when ``data.decontaminate`` is not off."""
+    from curation.dedup.minhash import MinHashParams
+
+    dd = dict(data.get("dedup") or {})
+    mode = str(data.get("decontaminate") or "off")
+    if not dd.get("exact", True) and not dd.get("fuzzy", True) and mode == "off":
+        return None
+    index_path, index_key = None, ""
+    if mode != "off":
+        from curation.dedup.contamination import load_or_build_index
+        from curation.evaluation.tasks import TASKS
+
+        # named tasks must exist (load_or_build_index says so); eval.tasks' unshipped ones are skipped
+        wanted = list(data.get("decontaminate_tasks") or [t for t in tasks if t in TASKS and TASKS[t].path])
+        if not wanted:
+            raise ValueError("data.decontaminate is on but no evaluation task with offline data is named "
+                             "(data.decontaminate_tasks or eval.tasks); set data.decontaminate=off or name tasks")
+        if index_dir is None:
+            raise ValueError("data.decontaminate needs a folder for its n-gram index (index_dir)")
+        index = load_or_build_index(wanted, n=int(data.get("decontaminate_ngram") or 13),
+                                    min_words=int(data.get("decontaminate_min_words") or 8),
+                                    cache_dir=index_dir, data_dir=data_dir)
+        index_path, index_key = str(Path(index_dir) / f"ngrams-{index.key}.npz"), index.key
+    params = MinHashParams(ngram=int(dd.get("ngram", 5)), bands=int(dd.get("bands", 14)), rows=int(dd.get("rows", 8)),
+                           seed=int(dd.get("seed", 1)))
+    return DedupSettings(exact=bool(dd.get("exact", True)), fuzzy=bool(dd.get("fuzzy", True)), minhash=params,
+                         threshold=float(dd.get("threshold", 0.8)), verify=bool(dd.get("verify", True)),
+                         decontaminate=mode, index_path=index_path, index_key=index_key)
+
+
 def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_root: Path | str,
-                  namespace: str = "default") -> IngestResult:
+                  namespace: str = "default", dedup: DedupSettings | None = None) -> IngestResult:
     """Ingest a corpus given as ``{shard_id: loader}`` with the ``data`` group's settings: validate
     every shard (locally or as Ray tasks with ``data.engine=ray``), drop duplicate ids across shards,
+    then (``dedup``, from :func:`dedup_settings`) contaminated documents, exact and near duplicates,
     stop at ``data.max_docs`` kept documents. The work folder ``<work_root>/<namespace>/ingest-<key>``
     (key = settings + raw fingerprint) makes a killed run resume; its scratch parts are removed after.
     """
@@ -319,12 +354,17 @@ def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_r
     engine = EngineConfig(engine=data.get("engine") or "local", ray_address=data.get("ray_address"))
     buckets = int(data.get("dedup_buckets") or 16)
     raw_fp = raw_fingerprint(str(data.get("path", "")), list(raw_documents))
-    key = config_key({k: v for k, v in data.items() if k not in ("engine", "ray_address")}, raw_fp)
+    key = config_key({k: v for k, v in data.items() if k not in ("engine", "ray_address")}, raw_fp,
+                     *([dedup.digest()] if dedup else []))
     work = Path(work_root) / namespace / f"ingest-{key}"
     tasks = [ShardTask(shard_id, load) for shard_id, load in raw_documents.items()]
+    inputs = {"raw_documents": raw_fp}
+    if dedup is not None and dedup.index_key:
+        inputs["decontamination_index"] = dedup.index_key
     result = ingest_shards(tasks, config, work_dir=work, max_docs=data.get("max_docs"), engine=engine,
-                           num_buckets=buckets, inputs={"raw_documents": raw_fp})
-    for scratch in ("validated", "kept_rows", "rejected_pass1", "buckets"):
+                           num_buckets=buckets, inputs=inputs, dedup=dedup)
+    for scratch in ("validated", "kept_rows", "rejected_pass1", "buckets", "signatures", "exact_buckets",
+                    "fuzzy_buckets"):
         shutil.rmtree(work / scratch, ignore_errors=True)
     log.info("ingest: %s", result.metrics)
     if result.metrics["rows_kept"] == 0:
@@ -340,6 +380,9 @@ _FIX = {
     "invalid_json": "the files are JSON Lines (one JSON object per line; data.format forces a format)",
     "invalid_utf8": "the text is UTF-8",
     "duplicate_id": "the ids are unique",
+    "exact_duplicate": "the texts are not all copies of one (data.dedup.exact=false keeps copies)",
+    "near_duplicate": "the texts are not all near-copies of one (data.dedup.fuzzy=false keeps them)",
+    "contaminated": "the corpus is not the evaluation data itself (data.decontaminate=flag keeps it)",
 }
 
 
