@@ -308,8 +308,8 @@ def raw_fingerprint(path: str, shard_ids: list[str]) -> str:
 def dedup_settings(data: dict[str, Any], *, tasks: Sequence[str] = (), index_dir: Path | str | None = None,
                    data_dir: str | None = None) -> DedupSettings | None:
     """The dedup and decontamination settings of the ``data`` group (None when all are off); builds or
-    reads the evaluation tasks' n-gram index (``data.decontaminate_tasks``, else ``tasks``) under
-    ``index_dir`` when ``data.decontaminate`` is not off."""
+    reads the evaluation tasks' n-gram index (``data.decontaminate_tasks``, else ``tasks``, else every
+    task shipped offline) under ``index_dir`` when ``data.decontaminate`` is not off."""
     from curation.dedup.minhash import MinHashParams
 
     dd = dict(data.get("dedup") or {})
@@ -321,11 +321,9 @@ def dedup_settings(data: dict[str, Any], *, tasks: Sequence[str] = (), index_dir
         from curation.dedup.contamination import load_or_build_index
         from curation.evaluation.tasks import TASKS
 
-        # named tasks must exist (load_or_build_index says so); eval.tasks' unshipped ones are skipped
-        wanted = list(data.get("decontaminate_tasks") or [t for t in tasks if t in TASKS and TASKS[t].path])
-        if not wanted:
-            raise ValueError("data.decontaminate is on but no evaluation task with offline data is named "
-                             "(data.decontaminate_tasks or eval.tasks); set data.decontaminate=off or name tasks")
+        # named tasks must exist (load_or_build_index says so); eval.tasks' unshipped ones are skipped;
+        # neither given (a caller without the eval group): every task of the registry shipped offline
+        wanted = list(data.get("decontaminate_tasks") or [t for t in (tasks or TASKS) if t in TASKS and TASKS[t].path])
         if index_dir is None:
             raise ValueError("data.decontaminate needs a folder for its n-gram index (index_dir)")
         index = load_or_build_index(wanted, n=int(data.get("decontaminate_ngram") or 13),
