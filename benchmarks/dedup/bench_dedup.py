@@ -11,7 +11,11 @@ a 25 x 4-band LSH, P(candidate | J = 0.8) > 0.99999, verified exactly) and its e
 ``scale``: the MinHash stage alone (signatures + band buckets per shard, then candidate pairs,
 verification, components) on the REPLICATED corpus (benchmarks/scale/make_corpus.py: every text a copy of
 a bundled one) at 100k (and 1M) documents, in a child process: seconds, docs/s per core, peak RSS of
-the process tree, load average before/after.
+the process tree, load average before/after. Two modes: ``copies`` (as replicated: ~98 % of documents
+are duplicates, the worst case for the pair and union-find steps) and ``salted`` (each replica's words
+interleaved with a replica token every 4 words: no 5-gram shared across replicas, so no duplicates, as a
+clean crawl; the salting is timed apart and left out). Band buckets scale with the corpus
+(``--docs-per-bucket``).
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/dedup/bench_dedup.py quality
     flock /tmp/bench.lock .venv/bin/python benchmarks/dedup/bench_dedup.py scale --sizes 100000 1000000
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import os
 import sys
@@ -114,8 +119,8 @@ def quality(args) -> None:
             out = ingest_shards(tasks, ValidationConfig(), work_dir=Path(tmp) / f"w{verify}", dedup=settings)
             seconds = time.perf_counter() - start
             rejected = out.rejected.to_frame().set_index("id")
-            reason = rejected["reason"].reindex(frame["id"]).to_numpy()
-            kept_of = rejected["duplicate_of"].reindex(frame["id"]).to_numpy()
+            reason = rejected["reason"].astype(object).reindex(frame["id"]).fillna("").to_numpy(dtype=object)
+            kept_of = rejected["duplicate_of"].astype(object).reindex(frame["id"]).to_numpy(dtype=object)
             is_copy = frame["id"].isin(copies["id"]).to_numpy()
             # originals rejected as near-duplicates whose kept document is not a true pair
             orig_hit = np.flatnonzero(~is_copy & (reason == "near_duplicate"))
@@ -125,7 +130,7 @@ def quality(args) -> None:
             beyond = int(sum(set_jaccard(x, y) < 0.8 for x, y in zip(a, b)))
             for kind, group in copies.groupby("kind", sort=False):
                 r = pd.Series(reason, index=frame["id"])[group["id"]].to_numpy()
-                removed = pd.notna(r) & np.isin(r, ["near_duplicate", "exact_duplicate"])
+                removed = np.isin(r, ["near_duplicate", "exact_duplicate"])
                 truth = group["jaccard"].to_numpy() >= 0.8
                 tp = int((removed & truth).sum())
                 rows.append({
@@ -148,26 +153,39 @@ CHILD = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     import numpy as np, pandas as pd
-    corpus, work = sys.argv[1], Path(sys.argv[2])
+    corpus, work, salted, buckets = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "salted", int(sys.argv[4])
     from curation.dedup.fuzzy import candidate_pairs, components, partition_bands, verify_pairs
     from curation.dedup.minhash import MinHashParams, signatures
     from curation.dedup.text import Tokens
     files = sorted(Path(corpus).glob("part-*.parquet"))
     names = [f.stem for f in files]
     params = MinHashParams()
-    start = time.perf_counter(); docs = 0
+    def load(f):
+        frame = pd.read_parquet(f, columns=["id", "text"])
+        if not salted:
+            return frame["text"].tolist()
+        # every 4th word followed by a replica token: no 5-gram is shared between replicas (no duplicates)
+        rep = frame["id"].str.rsplit("#rep", n=1).str[1].tolist()
+        out = []
+        for t, k in zip(frame["text"].tolist(), rep):
+            w = t.split()
+            for j in range(len(w) - 1, 0, -4):
+                w.insert(j, "r" + k)
+            out.append(" ".join(w))
+        return out
+    start = time.perf_counter(); docs = 0; t_load = 0.0
     for i, f in enumerate(files):
-        text = pd.read_parquet(f, columns=["text"])["text"].tolist()
+        t0 = time.perf_counter(); text = load(f); t_load += time.perf_counter() - t0
         sigs = signatures(Tokens.of(text), params)
         np.save(work / f"{f.stem}.npy", sigs)
-        partition_bands(sigs, params, shard=f.stem, shard_index=i, bucket_dir=work / "buckets", num_buckets=16)
+        partition_bands(sigs, params, shard=f.stem, shard_index=i, bucket_dir=work / "buckets", num_buckets=buckets)
         docs += len(text)
-    t_sig = time.perf_counter() - start
-    pairs = candidate_pairs(work / "buckets", names, 16)
+    t_sig = time.perf_counter() - start - t_load
+    pairs = candidate_pairs(work / "buckets", names, buckets)
     kept, counts = verify_pairs(pairs, params, 0.8, signatures_of=lambda s: np.load(work / f"{names[s]}.npy"),
-        texts_of=lambda s, rows: pd.read_parquet(files[s], columns=["text"])["text"].iloc[rows].tolist())
+        texts_of=lambda s, rows: [load(files[s])[r] for r in rows])
     comps = components(kept)
-    total = time.perf_counter() - start
+    total = time.perf_counter() - start - t_load
     print(json.dumps({"rows": docs, "seconds": total, "signature_seconds": t_sig, "bucket_seconds": total - t_sig,
                       "candidate_pairs": len(pairs), "near_duplicates": len(comps), **counts}))
 """)
@@ -178,12 +196,13 @@ def scale(args) -> None:
     from process_tree import run_measured
 
     rows = []
-    for n in args.sizes:
+    for n, mode in itertools.product(args.sizes, args.modes):
         corpus = make_corpus(n, args.corpus_dir / f"{n}")
+        buckets = max(16, n // args.docs_per_bucket)
         with tempfile.TemporaryDirectory(dir=args.corpus_dir) as work:
             before = loadavg()
             env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-            run = run_measured([sys.executable, "-c", CHILD, str(corpus), work], env=env)
+            run = run_measured([sys.executable, "-c", CHILD, str(corpus), work, mode, str(buckets)], env=env)
             if run.returncode != 0:
                 raise RuntimeError(run.stderr[-3000:])
             result = json.loads(run.stdout.strip().splitlines()[-1])
@@ -195,7 +214,7 @@ def scale(args) -> None:
                    "peak_rss_mb": round(run.peak_rss_mb, 1), "cores": 1,
                    "candidate_pairs": result["candidate_pairs"], "near_duplicates": result["near_duplicates"],
                    "pairs_verified_by_text": result.get("lsh_pairs_verified"),
-                   "corpus": "replicated bundled corpus (every text a copy)", "load_before": before, "load_after": loadavg()}
+                   "corpus": mode, "buckets": buckets, "load_before": before, "load_after": loadavg()}
             rows.append(row)
             print(row, flush=True)
     out = RESULTS / "dedup_scale.csv"
@@ -276,5 +295,10 @@ if __name__ == "__main__":
     s = sub.add_parser("scale")
     s.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     s.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
+    s.add_argument("--modes", nargs="+", default=["salted", "copies"],
+                   help="copies: the replicated corpus as it is (every text a copy); salted: each replica's "
+                        "words interleaved with a replica token (no shared 5-gram, so no duplicates)")
+    s.add_argument("--docs-per-bucket", type=int, default=6250,
+                   help="band buckets = max(16, docs / this): memory per bucket stays flat as docs grow")
     args = parser.parse_args()
     quality(args) if args.what == "quality" else scale(args)
