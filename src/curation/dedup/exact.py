@@ -80,7 +80,7 @@ def exact_duplicates(bucket_dir: str | Path, shards: Sequence[str], num_buckets:
             continue
         frame = frame.sort_values(["shard", "row"], kind="stable")
         first = frame.groupby(["h1", "h2"], sort=False)["id"].transform("first")
-        dup = frame["h1"].duplicated(keep=False) & frame[["h1", "h2"]].duplicated(keep="first")
+        dup = frame[["h1", "h2"]].duplicated(keep="first")
         found.append(pd.DataFrame({"shard": frame["shard"][dup].to_numpy(np.int64),
                                    "row": frame["row"][dup].to_numpy(np.int64),
                                    "duplicate_of": first[dup].to_numpy(dtype=object)}))
