@@ -176,7 +176,7 @@ CHILD = textwrap.dedent("""
     start = time.perf_counter(); docs = 0; t_load = 0.0
     for i, f in enumerate(files):
         t0 = time.perf_counter(); text = load(f); t_load += time.perf_counter() - t0
-        sigs = signatures(Tokens.of(text), params)
+        sigs = np.concatenate([signatures(Tokens.of(text[j:j + 1024]), params) for j in range(0, len(text), 1024)])
         np.save(work / f"{f.stem}.npy", sigs)
         partition_bands(sigs, params, shard=f.stem, shard_index=i, bucket_dir=work / "buckets", num_buckets=buckets)
         docs += len(text)

@@ -27,6 +27,7 @@ import pandas as pd
 
 _WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
+_BLOCK = 1 << 16  # words hashed per call (bounds the Python strings alive at once)
 _MULT = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the n-gram polynomial (the golden-ratio constant)
 
 
@@ -66,12 +67,22 @@ class Tokens:
 
     @classmethod
     def of(cls, texts: Iterable[str]) -> "Tokens":
-        flat: list[str] = []
+        """Words of ``texts``, hashed in blocks of ~64k words: never more than one block of Python
+        strings alive at once (8 bytes per word kept, not a ~55-byte str)."""
+        parts: list[np.ndarray] = []
+        pending: list[str] = []
         offsets = [0]
+        total = 0
         for text in texts:
-            flat.extend(words(text))
-            offsets.append(len(flat))
-        return cls(word_hashes(flat), np.asarray(offsets, dtype=np.int64))
+            ws = words(text)
+            pending.extend(ws)
+            total += len(ws)
+            offsets.append(total)
+            if len(pending) >= _BLOCK:
+                parts.append(word_hashes(pending))
+                pending = []
+        parts.append(word_hashes(pending))
+        return cls(np.concatenate(parts) if len(parts) > 1 else parts[0], np.asarray(offsets, dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1

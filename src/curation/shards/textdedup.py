@@ -34,6 +34,7 @@ from curation.dedup.text import Tokens
 DEDUP_REASONS = ("contaminated", "exact_duplicate", "near_duplicate")
 FLAG_COLUMN = "contaminated_task"
 MODES = ("drop", "flag", "off")
+BLOCK_DOCS = 1024  # documents tokenised at once in the validate pass
 
 
 @dataclass(frozen=True)
@@ -81,12 +82,10 @@ def pass1(kept: pd.DataFrame, rejected: pd.DataFrame, stats: dict, *, settings: 
     ``_row`` (and ``_line``) columns; returns the new ``kept, rejected, stats`` and the signatures."""
     stats = dict(stats)
     rejected = _empty_columns(rejected)
-    texts = kept["text"].astype(str).tolist()
-    tokens = Tokens.of(texts) if (settings.fuzzy or settings.decontaminate != "off") else None
+    task, sigs = _per_document(kept["text"].astype(str).tolist(), settings)
     keep = np.ones(len(kept), dtype=bool)
     if settings.decontaminate != "off":
         index = _index(str(settings.index_path))
-        task, _ = contaminated(tokens, index)
         names = np.array(index.tasks + [None], dtype=object)[task]  # -1 -> None
         for t, n in pd.Series(names[task >= 0]).value_counts().items():
             stats[f"contaminated_{t}"] = int(n)
@@ -117,12 +116,28 @@ def pass1(kept: pd.DataFrame, rejected: pd.DataFrame, stats: dict, *, settings: 
     if settings.exact:
         partition_texts(kept["text"].astype(str), kept["id"], shard=shard, shard_index=shard_index,
                         bucket_dir=work / "exact_buckets", num_buckets=num_buckets)
-    sigs = np.empty((0, settings.minhash.num_perm), dtype=np.uint32)
     if settings.fuzzy:
-        sigs = signatures(tokens, settings.minhash)[keep]
+        sigs = sigs[keep]
         partition_bands(sigs, settings.minhash, shard=shard, shard_index=shard_index,
                         bucket_dir=work / "fuzzy_buckets", num_buckets=num_buckets)
     return kept, rejected, stats, sigs
+
+
+def _per_document(texts: list[str], settings: DedupSettings) -> tuple[np.ndarray, np.ndarray]:
+    """Contamination task index (-1: clean) and MinHash signature of each text, computed in blocks of
+    :data:`BLOCK_DOCS` documents so that memory is bounded by the block, not the shard."""
+    task = np.full(len(texts), -1, dtype=np.int64)
+    sigs = np.empty((len(texts) if settings.fuzzy else 0, settings.minhash.num_perm), dtype=np.uint32)
+    if not settings.fuzzy and settings.decontaminate == "off":
+        return task, sigs
+    for start in range(0, len(texts), BLOCK_DOCS):
+        tokens = Tokens.of(texts[start:start + BLOCK_DOCS])
+        stop = start + len(tokens)
+        if settings.decontaminate != "off":
+            task[start:stop] = contaminated(tokens, _index(str(settings.index_path)))[0]
+        if settings.fuzzy:
+            sigs[start:stop] = signatures(tokens, settings.minhash)
+    return task, sigs
 
 
 def find_text_drops(work: Path, names: Sequence[str], num_buckets: int, settings: DedupSettings,
