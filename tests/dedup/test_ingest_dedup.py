@@ -165,3 +165,15 @@ def test_done_when_bundled_corpus_plus_200_exact_and_200_near_copies(tmp_path):
     b = shingle_sets(text[hit["duplicate_of"]].tolist(), 5)
     beyond = sum(set_jaccard(x, y) < 0.8 for x, y in zip(a, b))
     assert beyond < 0.01 * len(originals), beyond
+
+
+def test_documents_without_words_are_counted_and_short_ones_still_compared(tmp_path):
+    frame = pd.DataFrame({"id": ["p1", "p2", "s1", "s2", "s3"],
+                          "text": ["!!! ???", "!!!   ???", "Three short words", "three SHORT words.", "other words"]})
+    folder = write_shards(frame, tmp_path / "raw", 1)
+    out = ingest_shards(tasks(folder), ValidationConfig(), work_dir=tmp_path / "w", dedup=DedupSettings())
+    rejected = out.rejected.to_frame().set_index("id")
+    assert rejected.loc["p2", "reason"] == "exact_duplicate"  # white space only: an exact copy
+    # fewer than 5 words: one shingle of all of them; "." differs, so a near (not exact) duplicate
+    assert rejected.loc["s2", "reason"] == "near_duplicate" and rejected.loc["s2", "duplicate_of"] == "s1"
+    assert out.metrics["minhash_no_words"] == 2 and out.metrics["rows_kept"] == 3  # counted before dedup

@@ -279,7 +279,7 @@ def ingest_shards(
     metrics.update({f"dropped_{r}": int(total.get(f"dropped_{r}", 0)) for r in reasons})
     metrics["rows_dropped"] = sum(metrics[f"dropped_{r}"] for r in reasons)
     if dedup is not None:
-        metrics.update({k: int(v) for k, v in total.items() if k.startswith(("contaminated_", "flagged_"))})
+        metrics.update({k: int(v) for k, v in total.items() if k.startswith(("contaminated_", "flagged_", "minhash_"))})
         metrics.update(lsh_counts)
     metrics.update({"shards_read": used, "shards_total": len(tasks)})
     _check_counts(documents, metrics)

@@ -28,7 +28,7 @@ import pandas as pd
 from curation.dedup.contamination import NgramIndex, contaminated
 from curation.dedup.exact import exact_duplicates, partition_texts
 from curation.dedup.fuzzy import candidate_pairs, components, partition_bands, verify_pairs
-from curation.dedup.minhash import MinHashParams, signatures
+from curation.dedup.minhash import MinHashParams, has_signature, signatures
 from curation.dedup.text import Tokens
 
 DEDUP_REASONS = ("contaminated", "exact_duplicate", "near_duplicate")
@@ -118,6 +118,8 @@ def pass1(kept: pd.DataFrame, rejected: pd.DataFrame, stats: dict, *, settings: 
                         bucket_dir=work / "exact_buckets", num_buckets=num_buckets)
     if settings.fuzzy:
         sigs = sigs[keep]
+        # documents without a word (only punctuation or symbols) have no shingle: no near-duplicate test
+        stats["minhash_no_words"] = int((~has_signature(sigs)).sum())
         partition_bands(sigs, settings.minhash, shard=shard, shard_index=shard_index,
                         bucket_dir=work / "fuzzy_buckets", num_buckets=num_buckets)
     return kept, rejected, stats, sigs
