@@ -218,8 +218,18 @@ def scale(args) -> None:
             rows.append(row)
             print(row, flush=True)
     out = RESULTS / "dedup_scale.csv"
+    if args.append and out.is_file():
+        with out.open() as handle:
+            rows = [{k: _num(v) for k, v in r.items()} for r in csv.DictReader(handle)] + rows
     write_csv(rows, out)
     plot_scale(rows, out.with_suffix(".png"))
+
+
+def _num(value: str):
+    try:
+        return float(value) if "." in value else int(value)
+    except ValueError:
+        return value
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -273,15 +283,19 @@ def plot_scale(rows, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
-    docs = [r["docs"] for r in rows]
-    ax1.plot(docs, [r["docs_per_s_per_core"] for r in rows], "o-", label="whole stage")
-    ax1.plot(docs, [r["signature_docs_per_s_per_core"] for r in rows], "s--", label="signatures")
+    for mode in dict.fromkeys(r["corpus"] for r in rows):
+        part = sorted((r for r in rows if r["corpus"] == mode), key=lambda r: r["docs"])
+        docs = [r["docs"] for r in part]
+        ax1.plot(docs, [r["docs_per_s_per_core"] for r in part], "o-", label=f"{mode}: whole stage")
+        ax1.plot(docs, [r["signature_docs_per_s_per_core"] for r in part], "s--", label=f"{mode}: signatures")
+        ax2.plot(docs, [r["peak_rss_mb"] for r in part], "o-", label=mode)
     ax1.set_xscale("log"); ax1.set_xlabel("documents (replicated corpus)"); ax1.set_ylabel("docs/s per core")
-    ax1.legend(fontsize=8)
-    ax2.plot(docs, [r["peak_rss_mb"] for r in rows], "o-")
+    ax1.legend(fontsize=7)
+    ax2.legend(fontsize=7)
     ax2.set_xscale("log"); ax2.set_xlabel("documents"); ax2.set_ylabel("peak RSS (MB)")
     ax2.set_ylim(bottom=0)
-    fig.suptitle(f"MinHash stage, 1 core (load avg {rows[0]['load_before']:.1f}-{rows[-1]['load_after']:.1f})")
+    loads = [float(r["load_before"]) for r in rows] + [float(r["load_after"]) for r in rows]
+    fig.suptitle(f"MinHash stage, 1 process (load average {min(loads):.1f}-{max(loads):.1f} on 2 cores)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(path)
@@ -298,6 +312,7 @@ if __name__ == "__main__":
     s.add_argument("--modes", nargs="+", default=["salted", "copies"],
                    help="copies: the replicated corpus as it is (every text a copy); salted: each replica's "
                         "words interleaved with a replica token (no shared 5-gram, so no duplicates)")
+    s.add_argument("--append", action="store_true", help="add the rows to dedup_scale.csv instead of replacing it")
     s.add_argument("--docs-per-bucket", type=int, default=6250,
                    help="band buckets = max(16, docs / this): memory per bucket stays flat as docs grow")
     args = parser.parse_args()
