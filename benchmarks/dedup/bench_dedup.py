@@ -160,6 +160,8 @@ CHILD = textwrap.dedent("""
     files = sorted(Path(corpus).glob("part-*.parquet"))
     names = [f.stem for f in files]
     params = MinHashParams()
+    import functools
+    @functools.lru_cache(maxsize=4)
     def load(f):
         frame = pd.read_parquet(f, columns=["id", "text"])
         if not salted:
@@ -183,7 +185,7 @@ CHILD = textwrap.dedent("""
     t_sig = time.perf_counter() - start - t_load
     pairs = candidate_pairs(work / "buckets", names, buckets)
     kept, counts = verify_pairs(pairs, params, 0.8, signatures_of=lambda s: np.load(work / f"{names[s]}.npy"),
-        texts_of=lambda s, rows: (lambda t: [t[r] for r in rows])(load(files[s])))
+        texts_of=lambda s, rows: [load(files[s])[r] for r in rows])
     comps = components(kept)
     total = time.perf_counter() - start - t_load
     print(json.dumps({"rows": docs, "seconds": total, "signature_seconds": t_sig, "bucket_seconds": total - t_sig,
