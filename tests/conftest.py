@@ -33,6 +33,8 @@ os.environ.setdefault("CURATION_EMBEDDING_ARTIFACTS", str(REPO / "data" / "06_mo
 # one cache of the reference raters (scoring.training.source=reference) for every test project: built once
 # per checkout (scripts/setup.sh builds the default ones)
 os.environ.setdefault("CURATION_SHARED_MODELS", str(REPO / "data" / "06_models" / "shared"))
+# one decontamination n-gram index of the evaluation tasks for every test project (built once per checkout)
+os.environ.setdefault("CURATION_DECONTAMINATION_INDEX", str(REPO / "data" / "06_models" / "decontamination"))
 
 # Marks every process this test run starts (see tests/processes.py and pytest_sessionfinish below).
 from tests.processes import MARKER_ENV, marked_processes  # noqa: E402

@@ -32,7 +32,8 @@ def test_ingest_in_kedro_session_reads_back_catalog_and_mlflow(project):
         rejected = catalog.load("rejected_documents")
     assert len(documents) == 300 and documents["id"].is_unique
     assert len(doc_stats) == 300 and (doc_stats["n_chars"] == documents["text"].str.len()).all()
-    assert len(rejected) == 0  # the bundled corpus is clean
+    # no invalid row in the bundled corpus; its own near-duplicate pairs are dropped (docs/data.md)
+    assert set(rejected["reason"]) == {"near_duplicate"} and rejected["duplicate_of"].notna().all()
     assert (project / "data/08_reporting/default/document_stats.png").stat().st_size > 10_000
     table = pd.read_csv(project / "data/08_reporting/default/source_stats.csv")
     assert table.loc[table["source"] == "__all__", "docs"].item() == 300
@@ -42,7 +43,8 @@ def test_ingest_in_kedro_session_reads_back_catalog_and_mlflow(project):
     run = runs.iloc[0]
     assert run["status"] == "FINISHED"
     assert run["params.data.max_docs"] == "300" and run["params.pipeline"] == "ingest"
-    assert run["metrics.rows_read"] == 300 and run["metrics.rows_kept"] == 300
+    assert run["metrics.rows_read"] == 300 + len(rejected) and run["metrics.rows_kept"] == 300
+    assert run["metrics.dropped_near_duplicate"] == len(rejected)
     assert run["metrics.dropped_empty_text"] == 0 and run["metrics.docs"] == 300
     shares = [c for c in runs.columns if c.startswith("metrics.share_source_")]
     assert abs(sum(run[c] for c in shares) - 1.0) < 1e-9

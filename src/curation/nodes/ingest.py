@@ -4,6 +4,7 @@ document statistics."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,23 +15,31 @@ from curation.data.stats import document_statistics_shards
 from curation.paths import project_root
 from curation.reporting.plots import plot_document_stats
 from curation.shards import ShardedDataset
-from curation.shards.ingest import ingest_corpus
+from curation.shards.ingest import dedup_settings, ingest_corpus
 
 log = logging.getLogger(__name__)
 
 STAGING = Path("data") / "02_intermediate" / ".staging"  # per-run work folders of streaming stages
+DECONTAMINATION = Path("data") / "06_models" / "decontamination"  # cached n-gram indexes of the eval tasks
+ENV_INDEX = "CURATION_DECONTAMINATION_INDEX"  # another folder for them (tests share one per checkout)
 
 
 def ingest_documents(
     raw_documents: dict[str, Callable[[], pd.DataFrame]], data: dict[str, Any], run: dict[str, Any] | None = None,
+    evaluation: dict[str, Any] | None = None,
 ) -> tuple[ShardedDataset, ShardedDataset, dict[str, float]]:
-    """Validate the shards (:func:`curation.shards.ingest.ingest_corpus`); return ``documents`` and
-    ``rejected_documents`` as sharded datasets (one output shard per input shard; ``documents``: ``id, text``
-    + kept optional columns + ``category``; ``rejected``: ``id, reason, source_file, row, line``) and ``ingest_metrics``
-    (rows read/kept, dropped per reason, summed over shards). Staging per ``run.namespace`` so parallel
-    sweep jobs never share one."""
+    """Validate, decontaminate and deduplicate the shards (:func:`curation.shards.ingest.ingest_corpus`);
+    return ``documents`` and ``rejected_documents`` as sharded datasets (one output shard per input shard;
+    ``documents``: ``id, text`` + kept optional columns + ``category``; ``rejected``: ``id, reason,
+    source_file, row, line, duplicate_of, task``) and ``ingest_metrics`` (rows read/kept, dropped per
+    reason, summed over shards). The decontamination tasks default to ``eval.tasks``. Staging per
+    ``run.namespace`` so parallel sweep jobs never share one."""
     namespace = str((run or {}).get("namespace") or "default")
-    result = ingest_corpus(raw_documents, data, work_root=project_root() / STAGING, namespace=namespace)
+    evaluation = evaluation or {}
+    dedup = dedup_settings(data, tasks=list(evaluation.get("tasks") or ()), data_dir=evaluation.get("data_dir"),
+                           index_dir=os.environ.get(ENV_INDEX) or project_root() / DECONTAMINATION)
+    result = ingest_corpus(raw_documents, data, work_root=project_root() / STAGING, namespace=namespace,
+                           dedup=dedup)
     return result.documents, result.rejected, result.metrics
 
 

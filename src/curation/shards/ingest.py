@@ -36,6 +36,7 @@ from curation.shards.dedup import find_duplicates, partition_ids
 from curation.shards.executor import EngineConfig, ShardResult, ShardTask, run_shards, sum_stats
 from curation.shards.manifest import Manifest
 from curation.shards.store import ShardedDataset, ShardWriter, shard_names
+from curation.shards.textdedup import DEDUP_REASONS, DedupSettings, find_text_drops, pass1 as dedup_pass1
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,19 @@ def category(extra: pd.Series) -> pd.Series:
     return extra.map(one).astype("string")
 
 
+ALL_REASONS = REASONS + DEDUP_REASONS
+
+
 def _validate_shard(frame: pd.DataFrame, name: str, *, config: ValidationConfig, source: dict[str, str],
-                    bucket_dir: str, shard_index: dict[str, int], num_buckets: int) -> ShardResult:
+                    bucket_dir: str, shard_index: dict[str, int], num_buckets: int,
+                    dedup: DedupSettings | None = None) -> ShardResult:
     kept, rejected, report = validate_documents(frame, config, source_name=source[name], check_duplicates=False,
                                                 row_numbers=True)
+    stats, extra = report.as_metrics(), {}
+    if dedup is not None:
+        kept, rejected, stats, extra["signatures"] = dedup_pass1(
+            kept, rejected, stats, settings=dedup, shard=name, shard_index=shard_index[name],
+            source_file=source[name], work=Path(bucket_dir).parent, num_buckets=num_buckets)
     partition_ids(kept["id"], shard=name, shard_index=shard_index[name], bucket_dir=bucket_dir,
                   num_buckets=num_buckets)
     # input row and (JSON Lines) line of each kept row: to order, and to place, duplicate rejections later
@@ -78,7 +88,7 @@ def _validate_shard(frame: pd.DataFrame, name: str, *, config: ValidationConfig,
         kept["category"] = category(kept["extra"])
     # ``validated`` is already in the final documents format: a shard without duplicates or cap
     # is adopted as it is (a hard link), not read and written again.
-    return ShardResult({"validated": kept, "kept_rows": rows, "rejected": rejected}, report.as_metrics())
+    return ShardResult({"validated": kept, "kept_rows": rows, "rejected": rejected, **extra}, stats)
 
 
 def _load_validated(work: str, name: str) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
@@ -87,10 +97,12 @@ def _load_validated(work: str, name: str) -> tuple[pd.DataFrame, np.ndarray, pd.
             pd.read_parquet(Path(work) / "rejected_pass1" / "shards" / f"{name}.parquet"))
 
 
-def _final_stats(stats: dict, duplicates: int, kept: int, limit: int | None) -> tuple[dict, int]:
-    """Pass-1 counts plus the duplicates and the cap; returns (stats, rows to keep)."""
+def _final_stats(stats: dict, dropped: dict[str, int], kept: int, limit: int | None) -> tuple[dict, int]:
+    """Pass-1 counts plus the rows dropped after it (per reason) and the cap; returns (stats, rows to keep)."""
     stats = dict(stats)
-    stats["dropped_duplicate_id"] = stats.get("dropped_duplicate_id", 0) + duplicates
+    duplicates = sum(dropped.values())
+    for reason, n in dropped.items():
+        stats[f"dropped_{reason}"] = stats.get(f"dropped_{reason}", 0) + n
     stats["rows_dropped"] = stats.get("rows_dropped", 0) + duplicates
     stats["rows_kept"] = stats["rows_kept"] - duplicates
     keep = kept - duplicates
@@ -103,26 +115,39 @@ def _final_stats(stats: dict, duplicates: int, kept: int, limit: int | None) -> 
     return stats, keep
 
 
+def _as_frame(drops: np.ndarray | pd.DataFrame | None) -> pd.DataFrame:
+    """Rows to drop as a frame ``row, reason, duplicate_of`` (an array of rows: duplicate ids)."""
+    if isinstance(drops, pd.DataFrame):
+        return drops
+    rows = np.empty(0, dtype=np.int64) if drops is None else np.asarray(drops, dtype=np.int64)
+    return pd.DataFrame({"row": rows, "reason": "duplicate_id", "duplicate_of": None})
+
+
 def _finish_shard(loaded: tuple[pd.DataFrame, np.ndarray, pd.DataFrame], name: str, *,
-                  drops: dict[str, np.ndarray], limits: dict[str, int], source: dict[str, str],
+                  drops: dict[str, np.ndarray | pd.DataFrame], limits: dict[str, int], source: dict[str, str],
                   pass1: dict[str, dict]) -> ShardResult:
     kept, rows, rejected = loaded
     # (row, line) pairs; a 1-d array is a work folder from before lines were kept
     lines = rows[:, 1] if rows.ndim == 2 else np.full(len(rows), -1)
     rows = rows[:, 0] if rows.ndim == 2 else rows
+    drop = _as_frame(drops.get(name)).sort_values("row", kind="stable")
+    at = drop["row"].to_numpy(np.int64)
     is_dup = np.zeros(len(kept), dtype=bool)
-    is_dup[drops.get(name, np.empty(0, dtype=np.int64))] = True
-    n_dup = int(is_dup.sum())
+    is_dup[at] = True
+    n_dup = len(at)
     dup_rejected = pd.DataFrame({
-        "id": pd.Series(kept["id"].to_numpy()[is_dup], dtype="string"),
-        "reason": pd.Series(["duplicate_id"] * n_dup, dtype="string"),
+        "id": pd.Series(kept["id"].to_numpy()[at], dtype="string"),
+        "reason": pd.Series(drop["reason"].to_numpy(dtype=object), dtype="string"),
         "source_file": pd.Series([source[name]] * n_dup, dtype="string"),
-        "row": pd.Series(rows[is_dup], dtype="int64"),
-        "line": pd.Series(lines[is_dup], dtype="Int64").mask(lambda v: v < 0),
-        "_row": rows[is_dup],
+        "row": pd.Series(rows[at], dtype="int64"),
+        "line": pd.Series(lines[at], dtype="Int64").mask(lambda v: v < 0),
+        "_row": rows[at],
     })
+    if "duplicate_of" in rejected.columns:  # the dedup stages ran: their columns
+        dup_rejected["duplicate_of"] = pd.Series(drop["duplicate_of"].to_numpy(dtype=object), dtype="string")
+        dup_rejected["task"] = pd.Series([None] * n_dup, dtype="string")
     rejected = pd.concat([rejected, dup_rejected], ignore_index=True).sort_values("_row", kind="stable")
-    stats, keep = _final_stats(pass1[name], n_dup, len(kept), limits.get(name))
+    stats, keep = _final_stats(pass1[name], drop["reason"].value_counts().to_dict(), len(kept), limits.get(name))
     documents = kept[~is_dup].iloc[:keep].reset_index(drop=True)
     return ShardResult({"documents": documents, "rejected": rejected.drop(columns="_row").reset_index(drop=True)},
                        stats)
@@ -135,7 +160,7 @@ def _adopt_shard(work: Path, name: str, stats: dict, limit: int | None) -> None:
     validated = ShardWriter(work / "validated")
     if documents.is_complete(name) and rejected.is_complete(name):
         return
-    stats, _ = _final_stats(stats, 0, int(stats["rows_kept"]), limit)
+    stats, _ = _final_stats(stats, {}, int(stats["rows_kept"]), limit)
     target = documents.shard_path(name)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.link")
@@ -162,11 +187,14 @@ def ingest_shards(
     engine: EngineConfig | None = None,
     num_buckets: int = 16,
     inputs: dict[str, str] | None = None,
+    dedup: DedupSettings | None = None,
 ) -> IngestResult:
     """Validate ``tasks`` (one per input shard, in stream order; ``task.name`` is the source file
     named in ``rejected.source_file``) into ``<work_dir>/documents`` and ``<work_dir>/rejected``.
 
-    Re-running with the same ``work_dir`` skips every finished shard of every step.
+    ``dedup``: also decontaminate and drop exact and near-duplicate texts (:mod:`curation.shards.textdedup`);
+    None = validation and duplicate ids only. Re-running with the same ``work_dir`` skips every finished
+    shard of every step.
     """
     work = Path(work_dir)
     engine = engine or EngineConfig()
@@ -175,9 +203,21 @@ def ingest_shards(
     renamed = [ShardTask(out, t.load) for out, t in zip(out_names, tasks)]
     index = {n: i for i, n in enumerate(out_names)}
     validate = partial(_validate_shard, config=config, source=source, bucket_dir=str(work / "buckets"),
-                       shard_index=index, num_buckets=num_buckets)
+                       shard_index=index, num_buckets=num_buckets, dedup=dedup)
     pass1_outputs = {"validated": (work / "validated", "frame"), "kept_rows": (work / "kept_rows", "array"),
                      "rejected": (work / "rejected_pass1", "frame")}
+    if dedup is not None:
+        pass1_outputs["signatures"] = (work / "signatures", "array")
+    lsh_counts: dict[str, int] = {}
+
+    def find_drops(upto: int) -> dict:
+        drops = find_duplicates(work / "buckets", out_names[:upto], num_buckets)
+        if dedup is None:
+            return drops
+        drops, counts = find_text_drops(work, out_names[:upto], num_buckets, dedup, drops)
+        lsh_counts.clear()
+        lsh_counts.update(counts)
+        return drops
 
     def pass1(upto: int) -> list[dict]:
         return run_shards(validate, renamed[:upto], pass1_outputs, engine, desc="ingest validate")
@@ -188,7 +228,7 @@ def ingest_shards(
     if max_docs is None:
         read = len(renamed)
         stats = pass1(read)
-        drops = find_duplicates(work / "buckets", out_names[:read], num_buckets)
+        drops = find_drops(read)
     else:
         # Read shards in order until max_docs documents survive dedup. Pre-dedup counts bound the
         # post-dedup ones from above, so the (all-bucket) dedup pass runs only once they reach the cap.
@@ -199,11 +239,11 @@ def ingest_shards(
             stats = pass1(read)
             if sum(int(s["rows_kept"]) for s in stats) < max_docs:
                 continue
-            drops = find_duplicates(work / "buckets", out_names[:read], num_buckets)
+            drops = find_drops(read)
             if sum(kept_after_dedup(stats, drops)) >= max_docs:
                 break
         else:
-            drops = find_duplicates(work / "buckets", out_names[:read], num_buckets)
+            drops = find_drops(read)
     kept_counts = kept_after_dedup(stats, drops)
     limits: dict[str, int] = {}
     used = read
@@ -227,7 +267,7 @@ def ingest_shards(
     outputs = {"documents": (work / "documents", "frame"), "rejected": (work / "rejected", "frame")}
     run_shards(finish, final_tasks, outputs, engine, desc="ingest finish")
     per_shard = [ShardWriter(work / "documents").stats(n) for n in out_names[:used]]
-    digest = config_key(config.__dict__, max_docs, num_buckets)
+    digest = config_key(config.__dict__, max_docs, num_buckets, *([dedup.digest()] if dedup else []))
     documents = ShardWriter(work / "documents").finalize(
         out_names[:used], stage="ingest", inputs=inputs, config_digest=digest, remake=INGEST_REMAKE)
     rejected = ShardWriter(work / "rejected").finalize(
@@ -235,8 +275,12 @@ def ingest_shards(
         aligned_with=None)
     total = sum_stats(per_shard)
     metrics = {"rows_read": int(total.get("rows_read", 0)), "rows_kept": int(total.get("rows_kept", 0))}
-    metrics.update({f"dropped_{r}": int(total.get(f"dropped_{r}", 0)) for r in REASONS})
-    metrics["rows_dropped"] = sum(metrics[f"dropped_{r}"] for r in REASONS)
+    reasons = ALL_REASONS if dedup is not None else REASONS
+    metrics.update({f"dropped_{r}": int(total.get(f"dropped_{r}", 0)) for r in reasons})
+    metrics["rows_dropped"] = sum(metrics[f"dropped_{r}"] for r in reasons)
+    if dedup is not None:
+        metrics.update({k: int(v) for k, v in total.items() if k.startswith(("contaminated_", "flagged_", "minhash_"))})
+        metrics.update(lsh_counts)
     metrics.update({"shards_read": used, "shards_total": len(tasks)})
     _check_counts(documents, metrics)
     return IngestResult(ShardedDataset(work / "documents"), ShardedDataset(work / "rejected"), metrics)
@@ -261,10 +305,43 @@ def raw_fingerprint(path: str, shard_ids: list[str]) -> str:
     return config_key(*parts)
 
 
+def dedup_settings(data: dict[str, Any], *, tasks: Sequence[str] = (), index_dir: Path | str | None = None,
+                   data_dir: str | None = None) -> DedupSettings | None:
+    """The dedup and decontamination settings of the ``data`` group (None when all are off); builds or
+    reads the evaluation tasks' n-gram index (``data.decontaminate_tasks``, else ``tasks``, else every
+    task shipped offline) under ``index_dir`` when ``data.decontaminate`` is not off."""
+    from curation.dedup.minhash import MinHashParams
+
+    dd = dict(data.get("dedup") or {})
+    mode = str(data.get("decontaminate") or "off")
+    if not dd.get("exact", True) and not dd.get("fuzzy", True) and mode == "off":
+        return None
+    index_path, index_key = None, ""
+    if mode != "off":
+        from curation.dedup.contamination import load_or_build_index
+        from curation.evaluation.tasks import TASKS
+
+        # named tasks must exist (load_or_build_index says so); eval.tasks' unshipped ones are skipped;
+        # neither given (a caller without the eval group): every task of the registry shipped offline
+        wanted = list(data.get("decontaminate_tasks") or [t for t in (tasks or TASKS) if t in TASKS and TASKS[t].path])
+        if index_dir is None:
+            raise ValueError("data.decontaminate needs a folder for its n-gram index (index_dir)")
+        index = load_or_build_index(wanted, n=int(data.get("decontaminate_ngram") or 13),
+                                    min_words=int(data.get("decontaminate_min_words") or 8),
+                                    cache_dir=index_dir, data_dir=data_dir)
+        index_path, index_key = str(Path(index_dir) / f"ngrams-{index.key}.npz"), index.key
+    params = MinHashParams(ngram=int(dd.get("ngram", 5)), bands=int(dd.get("bands", 14)), rows=int(dd.get("rows", 8)),
+                           seed=int(dd.get("seed", 1)))
+    return DedupSettings(exact=bool(dd.get("exact", True)), fuzzy=bool(dd.get("fuzzy", True)), minhash=params,
+                         threshold=float(dd.get("threshold", 0.8)), verify=bool(dd.get("verify", True)),
+                         decontaminate=mode, index_path=index_path, index_key=index_key)
+
+
 def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_root: Path | str,
-                  namespace: str = "default") -> IngestResult:
+                  namespace: str = "default", dedup: DedupSettings | None = None) -> IngestResult:
     """Ingest a corpus given as ``{shard_id: loader}`` with the ``data`` group's settings: validate
     every shard (locally or as Ray tasks with ``data.engine=ray``), drop duplicate ids across shards,
+    then (``dedup``, from :func:`dedup_settings`) contaminated documents, exact and near duplicates,
     stop at ``data.max_docs`` kept documents. The work folder ``<work_root>/<namespace>/ingest-<key>``
     (key = settings + raw fingerprint) makes a killed run resume; its scratch parts are removed after.
     """
@@ -275,12 +352,17 @@ def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_r
     engine = EngineConfig(engine=data.get("engine") or "local", ray_address=data.get("ray_address"))
     buckets = int(data.get("dedup_buckets") or 16)
     raw_fp = raw_fingerprint(str(data.get("path", "")), list(raw_documents))
-    key = config_key({k: v for k, v in data.items() if k not in ("engine", "ray_address")}, raw_fp)
+    key = config_key({k: v for k, v in data.items() if k not in ("engine", "ray_address")}, raw_fp,
+                     *([dedup.digest()] if dedup else []))
     work = Path(work_root) / namespace / f"ingest-{key}"
     tasks = [ShardTask(shard_id, load) for shard_id, load in raw_documents.items()]
+    inputs = {"raw_documents": raw_fp}
+    if dedup is not None and dedup.index_key:
+        inputs["decontamination_index"] = dedup.index_key
     result = ingest_shards(tasks, config, work_dir=work, max_docs=data.get("max_docs"), engine=engine,
-                           num_buckets=buckets, inputs={"raw_documents": raw_fp})
-    for scratch in ("validated", "kept_rows", "rejected_pass1", "buckets"):
+                           num_buckets=buckets, inputs=inputs, dedup=dedup)
+    for scratch in ("validated", "kept_rows", "rejected_pass1", "buckets", "signatures", "exact_buckets",
+                    "fuzzy_buckets"):
         shutil.rmtree(work / scratch, ignore_errors=True)
     log.info("ingest: %s", result.metrics)
     if result.metrics["rows_kept"] == 0:
@@ -296,6 +378,9 @@ _FIX = {
     "invalid_json": "the files are JSON Lines (one JSON object per line; data.format forces a format)",
     "invalid_utf8": "the text is UTF-8",
     "duplicate_id": "the ids are unique",
+    "exact_duplicate": "the texts are not all copies of one (data.dedup.exact=false keeps copies)",
+    "near_duplicate": "the texts are not all near-copies of one (data.dedup.fuzzy=false keeps them)",
+    "contaminated": "the corpus is not the evaluation data itself (data.decontaminate=flag keeps it)",
 }
 
 

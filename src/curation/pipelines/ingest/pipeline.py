@@ -10,7 +10,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 ingest_documents,
-                inputs=["raw_documents", "params:data", "params:run"],
+                inputs=["raw_documents", "params:data", "params:run", "params:eval"],
                 outputs=["documents@shards", "rejected_documents", "ingest_metrics"],
                 name="ingest_documents_node",
             ),
