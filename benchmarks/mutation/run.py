@@ -41,7 +41,7 @@ MODULES: dict[str, list[str]] = {
     "scoring/merge": ["tests/scoring/test_scoring_merge.py"],
     "scoring/redpajama": ["tests/scoring/test_scoring_redpajama.py"],
     "scoring/dsir": ["tests/scoring/test_scoring_dsir.py"],
-    "pruning": ["tests/pruning/test_pruning.py"],
+    "pruning": ["tests/pruning/test_pruning.py", "tests/pruning/test_pruning_shards.py"],  # the sharded pruning too
     "metarater/core": ["tests/metarater/test_metarater_core.py", "tests/metarater/test_metarater_compare.py"],
     "metarater/compare": ["tests/metarater/test_metarater_compare.py"],
     "selection/objectives": ["tests/selection/test_selection_objectives.py"],
