@@ -7,6 +7,7 @@ their data layers and MLflow store never touch the checkout.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -190,17 +191,25 @@ DEFAULT_JOB_250 = [f"data.path={CORPUS_DIR}", "data.max_docs=250", "embedding.sh
                    "budget.keep_ratio=0.1"]
 
 
-@pytest.fixture(scope="session")
-def _default_job_250(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@contextlib.contextmanager
+def job_in_new_project(tmp_path_factory: pytest.TempPathFactory, name: str, overrides: list[str]):
+    """A fresh project (``make_project``) made current (``CURATION_PROJECT_ROOT`` and the working directory)
+    where the job of ``overrides`` has run in process; yields its root with the project still current."""
     from curation.config_loader import compose_config
     from curation.hydra_app import run_kedro
 
-    root = make_project(tmp_path_factory.mktemp("default_job") / "project")
+    root = make_project(tmp_path_factory.mktemp(name) / "project")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CURATION_PROJECT_ROOT", str(root))
         patch.chdir(root)
-        run_kedro(compose_config(root / "conf", DEFAULT_JOB_250), project_path=root)
-    return root
+        run_kedro(compose_config(root / "conf", overrides), project_path=root)
+        yield root
+
+
+@pytest.fixture(scope="session")
+def _default_job_250(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    with job_in_new_project(tmp_path_factory, "default_job", DEFAULT_JOB_250) as root:
+        return root
 
 
 @pytest.fixture

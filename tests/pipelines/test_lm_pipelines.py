@@ -20,7 +20,7 @@ import pytest
 
 from curation.config_loader import compose_config
 from curation.hydra_app import run_kedro
-from tests.conftest import CORPUS_DIR, make_project
+from tests.conftest import CORPUS_DIR, job_in_new_project
 
 pytestmark = pytest.mark.slow  # the default job, then pretrain/evaluate/verification/table2 Kedro jobs: minutes
 
@@ -43,11 +43,7 @@ MICRO = [
 @pytest.fixture(scope="module")
 def lm_project(tmp_path_factory):
     """An isolated project holding the default job's outputs for 60 real documents (18 selected)."""
-    root = make_project(tmp_path_factory.mktemp("lm") / "project")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CURATION_PROJECT_ROOT", str(root))
-        mp.chdir(root)
-        run_kedro(compose_config(root / "conf", UPSTREAM), project_path=root)
+    with job_in_new_project(tmp_path_factory, "lm", UPSTREAM) as root:
         yield root
 
 
