@@ -22,6 +22,7 @@ metrics as the CPU suite), with model ``small`` below (~29M parameters) in place
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -88,7 +89,7 @@ def _small_config(args, seed: int, max_tokens: int | None = None):
 
     base = get_config("tiny")
     if args.model == "tiny":  # conf/experiment/table2_tiny.yaml's cells exactly: constant 4e-4, batch 16
-        return parse_config({**_asdict(base), "train": {**vars(base.train), "max_tokens": max_tokens or args.tokens,
+        return parse_config({**dataclasses.asdict(base), "train": {**vars(base.train), "max_tokens": max_tokens or args.tokens,
                                                           "seed": seed, "checkpoint_every_steps": None}})
     return parse_config({
         "name": "small", "tokenizer": {"vocab_size": 8192},
@@ -99,11 +100,6 @@ def _small_config(args, seed: int, max_tokens: int | None = None):
                   "precision": "bf16-mixed" if torch.cuda.is_available() else "32-true",
                   "checkpoint_every_steps": None, "val_every_steps": None},
     })
-
-
-def _asdict(cfg) -> dict:
-    import dataclasses
-    return dataclasses.asdict(cfg)
 
 
 def _eval_tasks() -> list[str]:
@@ -261,7 +257,7 @@ def decide(args) -> None:
     wide = values.pivot_table(index=["corpus", "seed"], columns="metric", values="value").reset_index()
     runs = wide.rename(columns={"corpus": "params.table2.corpus", "seed": "params.pretrain.train.seed"})
     runs = runs.rename(columns={c: f"metrics.{c}" for c in wide.columns if c not in ("corpus", "seed")})
-    table, sd, notes = table2_decisions(runs)
+    table, _, notes = table2_decisions(runs)  # seed sd below from the raw values (average as a fraction)
     out = Path(args.out)
     table.to_csv(out / f"{args.name}.csv", index=False)
     seed_sd(pd.read_csv(args.values)).to_csv(out / f"{args.name}_seed_sd.csv", index=False)
@@ -269,7 +265,6 @@ def decide(args) -> None:
     fig = heatmap(table[table["metric"].isin(shown)], "raw", shown, args.title)
     fig.savefig(out / f"{args.name}.png", dpi=120)
     print("\n".join(notes))
-    del sd
     verify_path = Path(args.values).with_name("verify_metrics.csv")
     if verify_path.exists():
         _agreement(values, pd.read_csv(verify_path), out, args.name)
