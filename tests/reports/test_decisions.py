@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from curation.reporting.decisions import against, decisions, heatmap, seed_sd, seeds_needed
+from curation.reporting.decisions import against, decisions, heatmap, paper_agreement, seed_sd, seeds_needed
 
 
 def _long(data: dict[str, dict[str, list[float]]], seeds=None) -> pd.DataFrame:
@@ -96,3 +96,37 @@ def test_rank_agreement_counts_a_pair_one_protocol_cannot_decide():
     assert row["decided_first"] == 3 and row["decided_second"] == 2
     assert (row["decided_both"], row["agree_both"], row["disagree_both"]) == (2, 2, 0)
     assert row["kendall_tau"] == pytest.approx(1.0)
+
+
+def test_paper_agreement_counts_decided_pairs_with_and_against_the_papers_order():
+    # Paper: mask 48.1 > edu 46.8 > raw 44.9 (higher is better). Here, paired over 3 seeds: edu beats raw
+    # clearly (as the paper), raw beats mask clearly (against it), mask - edu is noise (no decision).
+    values = _long({"raw": {"acc": [0.50, 0.60, 0.40], "loss": [3.0, 3.1, 2.9]},
+                    "edu": {"acc": [0.60, 0.71, 0.49], "loss": [2.5, 2.6, 2.4]},
+                    "mask": {"acc": [0.40, 0.49, 0.31], "loss": [3.0, 3.2, 2.8]},
+                    "other": {"acc": [0.9, 0.9, 0.9], "loss": [1.0, 1.0, 1.0]}})
+    table = decisions(values, order=["raw", "edu", "mask", "other"])
+    out = paper_agreement(table, {"raw": 44.9, "edu": 46.8, "mask": 48.1}).set_index("metric")
+    acc = out.loc["acc"]
+    assert acc["pairs"] == 3  # "other" has no paper row: its pairs do not count
+    # raw-edu +0.10 (se ~0.003), raw-mask -0.10 (se ~0.003), edu-mask +0.20: all decided
+    assert (acc["decided"], acc["agree"], acc["disagree"]) == (3, 1, 2)
+    assert acc["agree_pairs"] == "edu>raw"
+    assert set(acc["disagree_pairs"].split("; ")) == {"raw>mask", "edu>mask"}
+    loss = out.loc["loss"]  # lower is better: edu wins both; raw - mask paired diffs 0, -0.1, +0.1 -> noise
+    assert (loss["decided"], loss["agree"], loss["disagree"]) == (2, 1, 1)
+    assert loss["agree_pairs"] == "edu>raw" and loss["disagree_pairs"] == "edu>mask"
+
+
+def test_p_values_equal_scipys_paired_and_welch_t_tests():
+    from scipy.stats import ttest_ind, ttest_rel
+
+    a, b = [0.31, 0.35, 0.30, 0.36], [0.30, 0.31, 0.29, 0.33]
+    paired = decisions(_long({"a": {"m": a}, "b": {"m": b}})).iloc[0]
+    assert paired["df"] == 3 and paired["p_value"] == pytest.approx(ttest_rel(a, b).pvalue)
+    welch = decisions(_long({"a": {"m": a}, "b": {"m": b[:3]}}, seeds={"a": [0, 1, 2, 3], "b": [5, 6, 7]})).iloc[0]
+    assert welch["p_value"] == pytest.approx(ttest_ind(a, b[:3], equal_var=False).pvalue)
+    # 3 seeds, paired differences 1.0, 0.2, 1.8: t = 2.17 is "decided" by the 2-SE rule, yet p = 0.16 (2 df)
+    d = decisions(_long({"a": {"m": [1.0, 1.2, 3.8]}, "b": {"m": [0.0, 1.0, 2.0]}})).iloc[0]
+    assert d["decided"] and d["p_value"] == pytest.approx(ttest_rel([1.0, 1.2, 3.8], [0.0, 1.0, 2.0]).pvalue)
+    assert 0.05 < d["p_value"] < 0.2

@@ -13,7 +13,7 @@ from curation.reporting.table2 import PAPER, build_table2, table2, wins
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_experiment_composes_an_18_cell_sweep_with_the_report_callback():
+def test_experiment_composes_a_24_cell_sweep_with_the_report_callback():
     from hydra import compose, initialize_config_dir
 
     from curation.config_schema import register_configs
@@ -23,9 +23,11 @@ def test_experiment_composes_an_18_cell_sweep_with_the_report_callback():
         cfg = compose(config_name="config", overrides=["experiment=table2_tiny"], return_hydra_config=True)
     assert cfg.pipeline == "table2" and cfg.hydra.mode.name == "MULTIRUN"
     params = cfg.hydra.sweeper.params
-    assert params["table2.corpus"].split(",") == ["raw", "semdedup", "edu", "dclm", "datamask_paper", "datamask"]
+    assert params["table2.corpus"].split(",") == ["raw", "semdedup", "edu", "ultrafineweb", "dclm", "greedy_disf",
+                                                  "datamask_paper", "datamask"]
     assert params["pretrain.train.seed"].split(",") == ["0", "1", "2"]
-    assert set(cfg.table2.corpora) == {"raw", "semdedup", "edu", "dclm", "datamask_paper", "datamask"}
+    assert set(cfg.table2.corpora) == {"raw", "semdedup", "edu", "ultrafineweb", "dclm", "greedy_disf",
+                                         "datamask_paper", "datamask"}
     from curation.selection.config import DATAMASK_PAPER
 
     assert dict(cfg.table2.corpora.datamask_paper.config) == DATAMASK_PAPER  # FineWeb-Mask's recipe (Sec. 4.4)

@@ -38,22 +38,38 @@ def higher_is_better(metric: str) -> bool:
     return not metric.endswith(LOWER_IS_BETTER_SUFFIXES)
 
 
-def _pair(a: pd.Series, b: pd.Series) -> tuple[float, float, int, float, bool]:
-    """(mean diff a - b, its se, seeds, agreement, paired) from per-seed values indexed by seed."""
+def _pair(a: pd.Series, b: pd.Series) -> tuple[float, float, int, float, bool, float]:
+    """(mean diff a - b, its se, seeds, agreement, paired, degrees of freedom) from per-seed values
+    indexed by seed; df is n - 1 paired, Welch-Satterthwaite's otherwise."""
     common = a.index.intersection(b.index)
     if len(common) >= 2 and len(common) == len(a) == len(b):
         d = (a.loc[common] - b.loc[common]).astype(float)
         mean = float(d.mean())
         se = float(d.std(ddof=1) / np.sqrt(len(d)))
         agree = float(np.mean(np.sign(d) == np.sign(mean))) if mean != 0 else 0.0
-        return mean, se, len(d), agree, True
+        return mean, se, len(d), agree, True, float(len(d) - 1)
     mean = float(a.mean() - b.mean())
     if len(a) < 2 or len(b) < 2:
-        return mean, float("nan"), min(len(a), len(b)), float("nan"), False
-    se = float(np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)))
+        return mean, float("nan"), min(len(a), len(b)), float("nan"), False, float("nan")
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = float(np.sqrt(va + vb))
+    df = float((va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))) if va + vb > 0 else float("nan")
     grid = np.subtract.outer(a.to_numpy(float), b.to_numpy(float))
     agree = float(np.mean(np.sign(grid) == np.sign(mean))) if mean != 0 else 0.0
-    return mean, se, min(len(a), len(b)), agree, False
+    return mean, se, min(len(a), len(b)), agree, False, df
+
+
+def p_value(mean: float, se: float, df: float) -> float:
+    """Two-sided Student-t p-value of a mean difference with standard error ``se`` and ``df`` degrees of
+    freedom (the paired or Welch test behind :func:`decisions`). With 3 seeds (df 2) the 2-SE rule is
+    p ~ 0.18: a decision at 2 SE is a screen, and ``p_value < 0.05`` needs |t| > 4.30."""
+    from scipy.stats import t as student_t
+
+    if not (np.isfinite(se) and np.isfinite(df)) or df <= 0:
+        return float("nan")
+    if se == 0:
+        return 0.0 if mean != 0 else 1.0
+    return float(2.0 * student_t.sf(abs(mean) / se, df))
 
 
 def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, order: Optional[Sequence[str]] = None,
@@ -66,7 +82,8 @@ def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, ord
         (earlier, later)); labels: readable metric names for the verdicts.
 
     Columns: corpus_a, corpus_b, metric, mean_a, mean_b, mean_diff (a - b), se, seeds, paired,
-    agreement, decided, winner, verdict.
+    agreement, df, p_value (two-sided t-test, :func:`p_value`), decided (> 2 SE, the rule the verdicts
+    follow), winner, verdict.
     """
     frame = values.groupby(["corpus", "seed", "metric"], as_index=False)["value"].mean()
     metrics = list(metrics) if metrics is not None else list(dict.fromkeys(frame["metric"]))
@@ -81,7 +98,7 @@ def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, ord
             sa, sb = series[a].dropna(), series[b].dropna()
             if sa.empty or sb.empty:
                 continue
-            mean, se, n, agree, paired = _pair(sa, sb)
+            mean, se, n, agree, paired, df = _pair(sa, sb)
             decided = bool(np.isfinite(se) and n >= 2 and abs(mean) > DECIDE_AT_SE * se and mean != 0)
             better_a = (mean > 0) == higher_is_better(metric)
             winner = (a if better_a else b) if decided else ""
@@ -94,9 +111,10 @@ def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, ord
                            else f"no decision on {name}: fewer than 2 seeds")
             rows.append({"corpus_a": a, "corpus_b": b, "metric": metric, "mean_a": float(sa.mean()),
                          "mean_b": float(sb.mean()), "mean_diff": mean, "se": se, "seeds": n, "paired": paired,
-                         "agreement": agree, "decided": decided, "winner": winner, "verdict": verdict})
+                         "agreement": agree, "df": df, "p_value": p_value(mean, se, df), "decided": decided,
+                         "winner": winner, "verdict": verdict})
     columns = ["corpus_a", "corpus_b", "metric", "mean_a", "mean_b", "mean_diff", "se", "seeds", "paired",
-               "agreement", "decided", "winner", "verdict"]
+               "agreement", "df", "p_value", "decided", "winner", "verdict"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -212,3 +230,34 @@ def rank_agreement(first: pd.DataFrame, second: pd.DataFrame, metrics: Optional[
             "disagree_both": int((both & (da["winner"] != db["winner"])).sum()),
         })
     return pd.DataFrame(rows)
+
+
+def paper_agreement(table: pd.DataFrame, paper: Mapping[str, float], higher_better: bool = True) -> pd.DataFrame:
+    """Do the decided pairs order the corpora as a paper's table does?
+
+    table: :func:`decisions` output; paper: corpus -> the paper's score (e.g. DATAMASK Table 2's average for
+    each corpus's analogue), ``higher_better`` for that score. Per metric, over the pairs of corpora that both
+    have a paper score and differ in it: ``pairs``, ``decided``, ``agree`` (our winner is the paper's),
+    ``disagree`` (our winner is the paper's loser) and ``agree_pairs`` / ``disagree_pairs`` ("a>b; ...", our
+    winner first). An undecided pair counts for neither: a small run that decides nothing neither supports
+    nor refutes the paper.
+    """
+    rows = []
+    for metric, group in table.groupby("metric", sort=False):
+        pairs = decided = 0
+        agree, disagree = [], []
+        for _, r in group.iterrows():
+            a, b = r["corpus_a"], r["corpus_b"]
+            if a not in paper or b not in paper or paper[a] == paper[b]:
+                continue
+            pairs += 1
+            if not r["decided"]:
+                continue
+            decided += 1
+            paper_winner = a if (paper[a] > paper[b]) == higher_better else b
+            loser = b if r["winner"] == a else a
+            (agree if r["winner"] == paper_winner else disagree).append(f"{r['winner']}>{loser}")
+        rows.append({"metric": metric, "pairs": pairs, "decided": decided, "agree": len(agree),
+                     "disagree": len(disagree), "agree_pairs": "; ".join(agree), "disagree_pairs": "; ".join(disagree)})
+    return pd.DataFrame(rows, columns=["metric", "pairs", "decided", "agree", "disagree", "agree_pairs",
+                                       "disagree_pairs"])

@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 
 NAME = "table2_tiny"
 CORPUS_PARAM, SEED_PARAM = "params.table2.corpus", "params.pretrain.train.seed"
-ORDER = ("raw", "semdedup", "edu", "dclm", "datamask_paper", "datamask")
-ANALOGUE = {"raw": "FineWeb", "semdedup": "FineWeb-Semdedup", "edu": "FineWeb-Edu", "dclm": "FineWeb-DCLM",
+ORDER = ("raw", "semdedup", "edu", "ultrafineweb", "dclm", "greedy_disf", "datamask_paper", "datamask")
+ANALOGUE = {"raw": "FineWeb", "semdedup": "FineWeb-Semdedup", "edu": "FineWeb-Edu", "ultrafineweb": "UltraFineWeb-en",
+            "dclm": "FineWeb-DCLM", "greedy_disf": "greedy DiSF (not a row of the paper's Table 2)",
             "datamask_paper": "FineWeb-Mask", "datamask": "FineWeb-Mask (project's default DataMask, not the paper's recipe)"}
 REFERENCE = "raw"
 SIZES = {"metrics.tokens_total": "corpus_tokens", "metrics.train_tokens": "train_tokens", "metrics.epochs": "epochs"}
@@ -41,7 +42,8 @@ SIZES = {"metrics.tokens_total": "corpus_tokens", "metrics.train_tokens": "train
 # seeds/000 Table 2, upper part: 1.5B dense model, 400B tokens per corpus (the rows with an analogue here).
 PAPER = pd.DataFrame(
     [("FineWeb", 46.0, 53.6, 38.8, 44.9, "0/12"), ("FineWeb-Semdedup", 46.1, 53.3, 36.7, 43.8, "0/12"),
-     ("FineWeb-Edu", 46.8, 56.7, 40.2, 46.8, "3/12"), ("FineWeb-DCLM", 48.2, 57.2, 39.5, 46.9, "1/12"),
+     ("FineWeb-Edu", 46.8, 56.7, 40.2, 46.8, "3/12"), ("UltraFineWeb-en", 47.4, 56.5, 38.2, 45.8, "0/12"),
+     ("FineWeb-DCLM", 48.2, 57.2, 39.5, 46.9, "1/12"),
      ("FineWeb-Mask", 48.8, 56.6, 42.1, 48.1, "6/12")],
     columns=["corpus", "reading_comprehension", "reasoning", "knowledge", "average", "win"],
 )
@@ -175,6 +177,43 @@ def decision_values(runs: pd.DataFrame) -> pd.DataFrame:
         columns=["corpus", "seed", "metric", "value"])
 
 
+def _null_rate(df: float) -> float:
+    """P(|t| > 2) for Student's t with ``df`` degrees of freedom: how often the 2-SE rule decides a null pair."""
+    from scipy.stats import t as student_t
+
+    return float(2.0 * student_t.sf(2.0, df)) if np.isfinite(df) and df > 0 else float("nan")
+
+
+def paper_verdict(table: pd.DataFrame, metrics: list[str], corpora: list[str]) -> list[str]:
+    """The decisions set against the paper's Table 2 order (1.5B dense averages of each corpus's analogue):
+    per metric, how many decided pairs agree with the paper and how many contradict it, and the
+    paper's headline claim (FineWeb-Mask above FineWeb, +3.2 points) read on each metric."""
+    from curation.reporting.decisions import paper_agreement
+
+    by_analogue = PAPER.set_index("corpus")["average"]
+    paper = {c: float(by_analogue[ANALOGUE[c]]) for c in corpora if ANALOGUE.get(c) in by_analogue.index}
+    agreement = paper_agreement(table[table["metric"].isin(metrics)], paper)
+    notes = []
+    for _, r in agreement.iterrows():
+        line = (f"Against the paper's order ({r['metric']}): {r['decided']} of {r['pairs']} pairs with a paper "
+                f"row decided, {r['agree']} as the paper orders them, {r['disagree']} the other way")
+        if r["disagree"]:
+            line += f" ({r['disagree_pairs']})"
+        notes.append(line + ".")
+    mask = table[(table["corpus_a"] == REFERENCE) & (table["corpus_b"] == "datamask_paper")
+                 & table["metric"].isin(metrics)]
+    if not mask.empty:
+        said = []
+        for _, r in mask.iterrows():
+            if r["decided"]:
+                said.append(f"{r['metric']}: {'supports' if r['winner'] == 'datamask_paper' else 'contradicts'}")
+            else:
+                said.append(f"{r['metric']}: no decision")
+        notes.append("The paper's headline (FineWeb-Mask beats FineWeb by +3.2 average points at 1.5B), "
+                     "datamask_paper vs raw here: " + "; ".join(said) + ".")
+    return notes
+
+
 def table2_decisions(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """(pairwise decisions, seed sd per metric, notes) of the Table 2 cells."""
     from curation.reporting.decisions import decisions, seed_sd
@@ -188,7 +227,16 @@ def table2_decisions(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, li
     notes = [f"Decisions (|mean difference| > 2 standard errors over seeds, paired by seed): "
              f"{len(decided)} of {int(table['metric'].isin(headline).sum())} (pair, metric) comparisons on "
              f"{', '.join(headline)}."]
-    notes += [r["verdict"] for _, r in decided.iterrows()]
+    if not decided.empty:
+        strict = int((decided["p_value"] < 0.05).sum())
+        df = decided["df"].min()
+        notes.append(f"How strong a 2-SE decision is: with {int(decided['seeds'].min())} seeds (t with {df:.0f} "
+                     f"degrees of freedom) a difference that is truly zero clears 2 SE with probability "
+                     f"{_null_rate(df):.2f}; {strict} of these {len(decided)} decisions also pass a two-sided "
+                     "t-test at p < 0.05. The seeds vary initialisation and data order only: the evaluation "
+                     "items are the same for every corpus, so item sampling is not in the standard errors.")
+    notes += [f"{r['verdict']} (p = {r['p_value']:.2g})" for _, r in decided.iterrows()]
+    notes += paper_verdict(table, headline, corpora)
     if REFERENCE in corpora and "mc_correct_prob_per_char" in headline:
         undecided = table[(table["metric"] == "mc_correct_prob_per_char") & ~table["decided"]
                           & ((table["corpus_a"] == REFERENCE) | (table["corpus_b"] == REFERENCE))]
