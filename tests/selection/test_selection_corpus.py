@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,6 +17,8 @@ from curation.selection.corpus import (
     run_selection,
     top_fraction,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_budget_against_the_corpus_or_the_candidate_subsample():
@@ -69,3 +73,24 @@ def test_a_named_corpus_and_the_selection_run_pick_the_same_top_documents(scored
     with pytest.raises(KeyError, match="edu"):
         corpus_documents(documents, scores, embeddings, scores, embeddings,
                          CorpusSpec(method="topk_quality", score="edu"), budget, 0, {**cache, "enabled": False})
+
+
+def test_a_corpus_recipe_with_an_unknown_method_or_key_fails_when_the_config_is_read():
+    with pytest.raises(ValueError, match=r"table2.corpora.x.*greedy_disf"):
+        CorpusSpec(method="greedy_disf").validate("table2.corpora.x")  # a conf/selection file, not a method
+    with pytest.raises(ValueError, match=r"table2.corpora.y.*lamda"):
+        CorpusSpec(method="greedy", config={"lamda": 0.0}).validate("table2.corpora.y")
+    assert CorpusSpec(method="greedy", pool="pruned", config={"diversity": "disf", "lam": 0.0}).validate("ok")
+
+
+@pytest.mark.parametrize("experiment", ["table2_tiny", "ufw_rank_agreement"])
+def test_every_corpus_recipe_of_the_evidence_experiments_is_a_valid_selection(experiment):
+    from curation.config_loader import compose_config
+    from curation.selection.config import parse_selection_config
+
+    cfg = compose_config(REPO / "conf", overrides=[f"experiment={experiment}"])
+    recipes = cfg["table2"]["corpora"] if experiment == "table2_tiny" else cfg["verification"]["candidates"]
+    assert {"raw", "semdedup", "edu", "ultrafineweb", "dclm", "greedy_disf", "datamask_paper", "datamask"} <= set(recipes)
+    for name, recipe in recipes.items():
+        if recipe["method"] != "selection":
+            parse_selection_config(recipe["method"], recipe["config"])  # raises on a wrong method or key

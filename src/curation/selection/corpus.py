@@ -287,6 +287,13 @@ class CorpusSpec:
         """``key``: where the spec sits in the config (``table2.corpora.edu``), for the error message."""
         if self.pool not in POOLS:
             raise ValueError(f"config key '{key}.pool': must be one of {POOLS}, got {self.pool!r}")
+        if self.method != SELECTION:  # fail when the config is read, not after an hour of other cells
+            from curation.selection.config import parse_selection_config
+
+            try:
+                parse_selection_config(self.method, self.config)
+            except (ValueError, TypeError, KeyError) as err:
+                raise ValueError(f"config key '{key}': {err}") from None
         return self
 
 
