@@ -148,3 +148,15 @@ def test_run_tempdir_holds_the_runs_temporary_files_and_clears_a_killed_runs(tmp
         os.unlink(path)
     assert tempfile.gettempdir() == before
     assert not (tmp_path / STAGING / "ns").exists()  # empty: removed
+
+
+def test_a_selection_read_from_the_cache_says_its_time_is_the_original_runs():
+    from curation.tracking.summary import RunRecord, build_sections
+
+    def rows(hit: float) -> dict:
+        run = {"budget_docs": 50.0, "candidates": 381.0, "selection_seconds": 811.61, "selection_cache_hit": hit}
+        record = RunRecord(["__default__"], {"selection": {"method": "datamask"}}, {"selection_run_metrics": run})
+        return dict(next(s for s in build_sections(record) if s.title.startswith("selection")).rows)
+
+    assert rows(1.0)["selected"] == "50 of 381 candidates in 811.61 s (from cache: the time of the run that made it)"
+    assert rows(0.0)["selected"] == "50 of 381 candidates in 811.61 s"

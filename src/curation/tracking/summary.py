@@ -198,7 +198,9 @@ def _selection(run: dict[str, float], diag: dict[str, float], selection: Mapping
     if run:
         section.rows.append(("selected", f"{_num(diag.get('selected_size', run.get('budget_docs')))} of "
                                          f"{_num(run.get('candidates'))} candidates"
-                                         f" in {_num(run.get('selection_seconds'), 2)} s"))
+                                         f" in {_num(run.get('selection_seconds'), 2)} s"
+                                         + (" (from cache: the time of the run that made it)"
+                                            if run.get("selection_cache_hit") else "")))
     if diag:
         measure = str(selection.get("diversity") or "pws")
         key, direction = DIVERSITY_KEYS.get(measure, ("pairwise_similarity", "higher = more diverse"))
