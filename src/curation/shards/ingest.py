@@ -33,7 +33,7 @@ from curation.cache import config_key
 from curation.errors import EmptyCorpusError
 from curation.data.validate import LINE, REASONS, ValidationConfig, validate_documents
 from curation.shards.dedup import find_duplicates, partition_ids
-from curation.shards.executor import EngineConfig, ShardResult, ShardTask, run_shards, sum_stats
+from curation.shards.executor import EngineConfig, ShardResult, ShardTask, engine_from_data, run_shards, sum_stats
 from curation.shards.manifest import Manifest
 from curation.shards.store import ShardedDataset, ShardWriter, shard_names
 from curation.shards.textdedup import DEDUP_REASONS, DedupSettings, find_text_drops, pass1 as dedup_pass1
@@ -41,6 +41,7 @@ from curation.shards.textdedup import DEDUP_REASONS, DedupSettings, find_text_dr
 log = logging.getLogger(__name__)
 
 INGEST_REMAKE = "curate pipeline=ingest"
+ENGINE_KEYS = ("engine", "ray_address", "workers")  # how the shards run, not what they hold: not in the key
 
 
 @dataclass
@@ -233,7 +234,8 @@ def ingest_shards(
         # Read shards in order until max_docs documents survive dedup. Pre-dedup counts bound the
         # post-dedup ones from above, so the (all-bucket) dedup pass runs only once they reach the cap.
         read, stats, drops = 0, [], {}
-        batch = 1 if engine.engine == "local" else 2  # Ray: two shards per round keep both CPUs busy
+        # a round reads as many shards as run at once: local workers, or (Ray) two to keep both CPUs busy
+        batch = max(1, engine.workers) if engine.engine == "local" else 2
         while read < len(renamed):
             read = min(len(renamed), read + batch)
             stats = pass1(read)
@@ -349,10 +351,10 @@ def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_r
         id_column=data["id_column"], text_column=data["text_column"], max_chars=data.get("max_chars"),
         keep_columns=tuple(data.get("keep_columns") or ()),
     )
-    engine = EngineConfig(engine=data.get("engine") or "local", ray_address=data.get("ray_address"))
+    engine = engine_from_data(data)
     buckets = int(data.get("dedup_buckets") or 16)
     raw_fp = raw_fingerprint(str(data.get("path", "")), list(raw_documents))
-    key = config_key({k: v for k, v in data.items() if k not in ("engine", "ray_address")}, raw_fp,
+    key = config_key({k: v for k, v in data.items() if k not in ENGINE_KEYS}, raw_fp,
                      *([dedup.digest()] if dedup else []))
     work = Path(work_root) / namespace / f"ingest-{key}"
     tasks = [ShardTask(shard_id, load) for shard_id, load in raw_documents.items()]
