@@ -27,7 +27,10 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import select
+import signal
 import tempfile
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -183,15 +186,14 @@ def _init_worker(parent_pid: int, fn: Callable[[Any, str], ShardResult], outputs
     global _WORKER_CPUS, _WORKER_JOB
     from curation.processes import die_with_parent
 
-    # A killed curate takes its workers with it. Under forkserver a worker's parent is the fork server,
-    # which exits when the driver does (EOF on its pipe from the driver), and so ends the worker.
+    # A killed curate takes its workers with it. Under spawn the worker's parent is the driver (a
+    # parent-death signal); under forkserver it is the fork server, which outlives the driver as long as
+    # a worker holds its pipe (every worker does), and a worker would wait on its task queue for ever:
+    # a thread ends the worker when the driver ends.
     parent = os.getppid()
     die_with_parent(parent)
     if parent != parent_pid:
-        try:
-            os.kill(parent_pid, 0)
-        except ProcessLookupError:  # the driver died before this worker started
-            os._exit(1)
+        _end_with(parent_pid)
     _WORKER_CPUS = cpus
     for var in _THREAD_VARS:
         os.environ.setdefault(var, str(cpus))
@@ -199,6 +201,32 @@ def _init_worker(parent_pid: int, fn: Callable[[Any, str], ShardResult], outputs
     if tmp:
         tempfile.tempdir = tmp
     _WORKER_JOB = (fn, outputs)
+
+
+def _end_with(pid: int) -> None:
+    """Kill this process when process ``pid`` ends (a pidfd where Linux has one, else a poll per second)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:  # already gone
+        os._exit(1)
+    except (AttributeError, OSError):
+        fd = None
+
+    def watch() -> None:
+        if fd is not None:
+            select.select([fd], [], [])  # readable when the process has ended
+        else:
+            while True:
+                time.sleep(1.0)
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    continue
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="end-with-driver", daemon=True).start()
 
 
 def _run_in_worker(task: ShardTask) -> dict[str, float]:
@@ -211,8 +239,9 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     # forkserver, not fork: the driver may hold threads (torch's and BLAS's pools, MLflow's, tqdm's
     # monitor) and loaded models; a fork copies the threads' locks in whatever state they are, and a
     # worker can hang on one (POSIX fork-with-threads; Python 3.12 warns about it). The fork server is
-    # a fresh single-threaded process that forks each worker, which is cheaper than spawn's fresh
-    # interpreter per worker (it is started once per driver, with numpy/pandas/pyarrow preloaded).
+    # a fresh process, started once per driver, that has imported only this module (numpy, pandas,
+    # pyarrow: no torch, no model, no MLflow) and forks each worker, which is cheaper than spawn's
+    # fresh interpreter per worker.
     # A worker loads its models itself, once (see the module docstring; docs/scaling.md measures what
     # sharing a model loaded before the fork would save).
     if "forkserver" in multiprocessing.get_all_start_methods():
@@ -244,7 +273,8 @@ def _run_pool(fn, pending: Sequence[ShardTask], outputs, engine: EngineConfig, d
                     except BrokenProcessPool as err:
                         running = sorted(in_flight.values())
                         raise RuntimeError(
-                            f"{desc}: a worker process died (killed, out of memory, or a crash in native code) "
+                            f"{desc}: a worker process died (killed, out of memory, a crash in native code, or a "
+                            f"script without `if __name__ == '__main__':`) "
                             f"while shard(s) {', '.join(running)} ran; finished shards are kept: a re-run "
                             f"resumes after them (data.workers=1 runs the shards in this process)") from err
                     except Exception:
