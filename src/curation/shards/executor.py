@@ -245,9 +245,20 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     # A worker loads its models itself, once (see the module docstring; docs/scaling.md measures what
     # sharing a model loaded before the fork would save).
     if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["curation.shards.executor"])  # ignored once the server runs
-        return ctx
+        # The server's socket goes into a pymp-* folder of the temporary folder, made once per process:
+        # the system's, not curate's run_tempdir (deep under data/, past AF_UNIX's 108-byte path limit).
+        saved, tempfile.tempdir = tempfile.tempdir, None
+        try:
+            forkserver.ensure_running()
+            return ctx
+        except OSError as err:
+            log.warning("shard workers: the fork server did not start (%s); spawning them instead", err)
+        finally:
+            tempfile.tempdir = saved
     return multiprocessing.get_context("spawn")
 
 
