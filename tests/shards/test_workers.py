@@ -166,3 +166,28 @@ def test_embedding_and_scoring_shards_are_the_same_with_two_workers(corpus_sampl
     two = score_shards(documents, emb1, cfg, tmp_path / "s2", TWO)  # fastText raters loaded in each worker
     assert shard_bytes(tmp_path / "s2" / "scores") == shard_bytes(tmp_path / "s1" / "scores")
     assert two.scores.fingerprint == one.scores.fingerprint
+
+
+def test_document_statistics_on_the_engine_equal_the_in_driver_ones(tmp_path):
+    from curation.data.stats import document_statistics_shards
+    from curation.shards import ShardedDataset
+
+    docs = pd.read_parquet(sorted(CORPUS.glob("*.parquet"))[1], columns=["id", "text", "source"]).iloc[:300]
+    docs["category"] = pd.Series(["web", None, "books"] * 100, dtype="string")  # missing categories too
+    docs.loc[docs.index[:7], "source"] = None
+    writer = ShardWriter(tmp_path / "documents")
+    names = shard_names(5)
+    parts = np.array_split(np.arange(len(docs)), 4)
+    for name, part in zip(names, parts[:2] + [parts[2][:0]] + parts[2:]):  # an empty shard too
+        writer.mark_complete(writer.write(name, docs.iloc[part].reset_index(drop=True)))
+    writer.finalize(names, stage="test")
+    documents = ShardedDataset(tmp_path / "documents")
+    before = document_statistics_shards(documents)  # in this process, shard after shard
+    for engine in (EngineConfig(workers=1), TWO):
+        after = document_statistics_shards(documents, engine)
+        pd.testing.assert_frame_equal(after, before, check_exact=True)
+        a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+        before.to_parquet(a, index=False)
+        after.to_parquet(b, index=False)
+        assert a.read_bytes() == b.read_bytes()  # the saved document_stats, byte for byte
+    assert before["category"].isna().sum() == 100 and len(before) == 300
