@@ -54,9 +54,14 @@ def test_two_workers_write_the_same_bytes_as_the_in_driver_loop(twelve_shards, t
 
 
 def test_max_docs_with_two_workers_reads_two_shards_a_round_and_keeps_the_same_documents(twelve_shards, tmp_path):
-    one = ingest_shards(tasks(twelve_shards), CONFIG, work_dir=tmp_path / "w1", max_docs=1100,
+    # with dedup: the LSH pair counts of the shards read past the cap are left out, as one a round does
+    dedup = DedupSettings(decontaminate="off")
+    one = ingest_shards(tasks(twelve_shards), CONFIG, work_dir=tmp_path / "w1", max_docs=1100, dedup=dedup,
                         engine=EngineConfig(workers=1))
-    two = ingest_shards(tasks(twelve_shards), CONFIG, work_dir=tmp_path / "w2", max_docs=1100, engine=TWO)
+    two = ingest_shards(tasks(twelve_shards), CONFIG, work_dir=tmp_path / "w2", max_docs=1100, dedup=dedup,
+                        engine=TWO)
+    validated = [len(list((tmp_path / w / "validated" / "completions").iterdir())) for w in ("w1", "w2")]
+    assert validated == [5, 6]  # two workers validated a shard past the cap (3 rounds of 2), then left it out
     assert two.documents.fingerprint == one.documents.fingerprint
     assert two.rejected.fingerprint == one.rejected.fingerprint
     assert two.metrics == one.metrics and one.metrics["rows_kept"] == 1100

@@ -234,15 +234,25 @@ def ingest_shards(
         # Read shards in order until max_docs documents survive dedup. Pre-dedup counts bound the
         # post-dedup ones from above, so the (all-bucket) dedup pass runs only once they reach the cap.
         read, stats, drops = 0, [], {}
-        # a round reads as many shards as run at once: local workers, or (Ray) two to keep both CPUs busy
+        # a round validates as many shards as run at once (local workers; Ray: two, to keep both CPUs
+        # busy), then stops where reading one shard a round would have: at the first prefix of shards
+        # that holds max_docs after dedup. Shards validated past it are left out, so the documents and
+        # counts (the LSH pair counts too; a near-duplicate chain through a later shard would drop more)
+        # do not depend on the batch.
         batch = max(1, engine.workers) if engine.engine == "local" else 2
         while read < len(renamed):
-            read = min(len(renamed), read + batch)
+            start, read = read, min(len(renamed), read + batch)
             stats = pass1(read)
-            if sum(int(s["rows_kept"]) for s in stats) < max_docs:
-                continue
-            drops = find_drops(read)
-            if sum(kept_after_dedup(stats, drops)) >= max_docs:
+            stop = None
+            for upto in range(start + 1, read + 1):
+                if sum(int(s["rows_kept"]) for s in stats[:upto]) < max_docs:
+                    continue
+                drops = find_drops(upto)
+                if sum(kept_after_dedup(stats[:upto], drops)) >= max_docs:
+                    stop = upto
+                    break
+            if stop is not None:
+                read, stats = stop, stats[:stop]
                 break
         else:
             drops = find_drops(read)
