@@ -121,8 +121,11 @@ def test_an_error_in_the_driver_loop_names_its_shard_too(tmp_path):
 
 def _threads(frame: pd.DataFrame, name: str) -> ShardResult:
     # what a worker sees: its share of the CPUs, for its own thread pools and nested process pools
+    from threadpoolctl import threadpool_info
+
+    blas = min((pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"), default=-1)
     return ShardResult({"seen": np.array([cpus_available(), int(os.environ.get("OMP_NUM_THREADS", "0")),
-                                          os.getpid()])}, {})
+                                          os.getpid(), blas])}, {})
 
 
 def test_workers_run_in_other_processes_each_with_its_share_of_the_cpus(tmp_path, monkeypatch):
@@ -131,7 +134,7 @@ def test_workers_run_in_other_processes_each_with_its_share_of_the_cpus(tmp_path
     run_shards(_threads, shards, {"seen": (tmp_path / "seen", "array")}, TWO)
     seen = np.stack([np.load(ShardWriter(tmp_path / "seen", "array").shard_path(t.name)) for t in shards])
     share = max(1, cpus_available() // 2)
-    assert (seen[:, 0] == share).all() and (seen[:, 1] == share).all()
+    assert (seen[:, 0] == share).all() and (seen[:, 1] == share).all() and (seen[:, 3] == share).all()
     assert os.getpid() not in set(seen[:, 2]) and len(set(seen[:, 2])) <= 2  # at most two worker processes
 
 

@@ -195,8 +195,14 @@ def _init_worker(parent_pid: int, fn: Callable[[Any, str], ShardResult], outputs
     if parent != parent_pid:
         _end_with(parent_pid)
     _WORKER_CPUS = cpus
-    for var in _THREAD_VARS:
+    for var in _THREAD_VARS:  # read by torch and BLAS libraries loaded from now on
         os.environ.setdefault(var, str(cpus))
+    try:  # numpy's BLAS, loaded by the fork server before the variables were set
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(int(os.environ["OMP_NUM_THREADS"]))
+    except (ImportError, ValueError):  # threadpoolctl comes with scikit-learn
+        pass
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if tmp:
         tempfile.tempdir = tmp
