@@ -254,7 +254,13 @@ def _pool_context() -> multiprocessing.context.BaseContext:
         from multiprocessing import forkserver
 
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["curation.shards.executor"])  # ignored once the server runs
+        preload = ["curation.shards.executor"]
+        method = multiprocessing.get_start_method(allow_none=True)
+        if method not in (None, "fork", "spawn", "forkserver"):
+            # a child sets its parent's start method: in a joblib job that is loky's, whose context
+            # exists where its module is imported (else: "cannot find context for 'loky'")
+            preload.append(type(multiprocessing.get_context(method)).__module__)
+        ctx.set_forkserver_preload(preload)  # ignored once the server runs
         # The server's socket goes into a pymp-* folder of the temporary folder, made once per process:
         # the system's, not curate's run_tempdir (deep under data/, past AF_UNIX's 108-byte path limit).
         saved, tempfile.tempdir = tempfile.tempdir, None
