@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
@@ -362,6 +362,9 @@ def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_r
         keep_columns=tuple(data.get("keep_columns") or ()),
     )
     engine = engine_from_data(data)
+    if engine.engine == "local" and str(data.get("path", "")).startswith("memory://"):
+        # fsspec's memory:// file system lives in this process: a worker process would find it empty
+        engine = replace(engine, workers=1)
     buckets = int(data.get("dedup_buckets") or 16)
     raw_fp = raw_fingerprint(str(data.get("path", "")), list(raw_documents))
     key = config_key({k: v for k, v in data.items() if k not in ENGINE_KEYS}, raw_fp,
