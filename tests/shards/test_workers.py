@@ -67,12 +67,28 @@ def test_max_docs_with_two_workers_reads_two_shards_a_round_and_keeps_the_same_d
     assert two.metrics == one.metrics and one.metrics["rows_kept"] == 1100
 
 
+class _TwoArgError(Exception):
+    """An error that does not unpickle (its ``__init__`` needs two arguments, ``args`` holds one)."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}")
+
+
 def _flaky(frame: pd.DataFrame, name: str, *, bad: str | None = None, die: bool = False) -> ShardResult:
     if name == bad:
         if die:
             os._exit(3)  # a worker that dies (as when killed or out of memory): no exception to send back
         raise ValueError("this shard's rows are bad")
     return signals_shard(frame, name)
+
+
+def _unpicklable_error(frame: pd.DataFrame, name: str) -> ShardResult:
+    raise _TwoArgError("key", "the message")
+
+
+def test_an_error_that_does_not_unpickle_still_names_its_shard(tmp_path):
+    with pytest.raises(RuntimeError, match=r"(?s)_TwoArgError: key: the message.*in shard part-0000"):
+        run_shards(_unpicklable_error, _signal_tasks(2), {"signals": (tmp_path / "s", "frame")}, TWO)
 
 
 def _signal_tasks(n: int) -> list[ShardTask]:

@@ -27,11 +27,13 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import pickle
 import select
 import signal
 import tempfile
 import threading
 import time
+import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -238,7 +240,14 @@ def _end_with(pid: int) -> None:
 def _run_in_worker(task: ShardTask) -> dict[str, float]:
     assert _WORKER_JOB is not None, "a shard worker runs only after _init_worker"
     fn, outputs = _WORKER_JOB
-    return run_one(fn, task, outputs)
+    try:
+        return run_one(fn, task, outputs)
+    except Exception as err:
+        try:  # the error goes back to the driver pickled; one that does not unpickle would break the pool
+            pickle.loads(pickle.dumps(err))
+        except Exception:
+            raise RuntimeError("".join(traceback.format_exception(err)).rstrip()) from None
+        raise
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
