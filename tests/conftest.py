@@ -66,30 +66,36 @@ def _note_new_processes(request: pytest.FixtureRequest):
         _STARTED_DURING.setdefault(pid, request.node.nodeid)
 
 
-def _own_resource_tracker(me: int) -> set[int]:
-    """The pid of multiprocessing's resource tracker when it is a child of this pytest process.
+def _own_helpers(me: int) -> set[int]:
+    """The pids of multiprocessing's resource tracker and fork server when they are children of this
+    pytest process.
 
-    A spawn-context pool (the static embedder's workers) starts it once per interpreter; it reads a pipe
-    from its parent and exits at EOF, i.e. when pytest itself exits, so it cannot outlive the run. A
-    tracker of any other parent (a leaked worker's) is still reported.
+    A spawn-context pool (the static embedder's workers) starts the tracker, a forkserver-context pool
+    (the local engine's shard workers, ``data.workers``) the fork server, once per interpreter; each
+    reads a pipe from its parent and exits at EOF, i.e. when pytest itself exits, so it cannot outlive
+    the run. A tracker or fork server of any other parent (a leaked worker's) is still reported.
     """
-    from multiprocessing import resource_tracker
+    from multiprocessing import forkserver, resource_tracker
 
-    pid = getattr(resource_tracker._resource_tracker, "_pid", None)
-    if pid is None:
-        return set()
-    try:
-        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return set()
-    return {pid} if ppid == me else set()
+    own = set()
+    for pid in (getattr(resource_tracker._resource_tracker, "_pid", None),
+                getattr(forkserver._forkserver, "_forkserver_pid", None)):
+        if pid is None:
+            continue
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == me:
+            own.add(pid)
+    return own
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if a process it started outlives it (a server, a worker, a browser): kill it and say
     which test started it. Orphans count too: they are found by the variable they inherited."""
     me = os.getpid()
-    spared = {me} | _own_resource_tracker(me)
+    spared = {me} | _own_helpers(me)
     deadline = time.monotonic() + LEFTOVER_GRACE_S
     left = marked_processes(os.environ[MARKER_ENV], exclude=spared)
     while left and time.monotonic() < deadline:

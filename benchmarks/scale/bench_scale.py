@@ -51,6 +51,7 @@ CHILD = textwrap.dedent("""
     from curation.data import ValidationConfig, ValidationReport, validate_documents
     from curation.datasets import CorpusShardsDataset
     from curation.shards import EngineConfig, ShardResult, ShardTask, run_shards, ShardWriter, sum_stats
+    from curation.shards.executor import cpus_available
     from curation.shards.ingest import ingest_shards
     raw = CorpusShardsDataset(path=corpus).load()
     tasks = [ShardTask(k, v) for k, v in raw.items()]
@@ -59,6 +60,9 @@ CHILD = textwrap.dedent("""
     if engine == "ray":
         import ray
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # local_workers: the local engine with data.workers' default (one worker process per CPU)
+    ENGINE = (EngineConfig(engine="local", workers=cpus_available(), progress=False) if engine == "local_workers"
+              else EngineConfig(engine=engine, progress=False))
     start = time.perf_counter()
     if stage == "ingest" and engine == "whole_frame":
         # The ingest node as it was: every shard kept, one set of every id, pd.concat, one file each.
@@ -73,7 +77,7 @@ CHILD = textwrap.dedent("""
         pd.concat(rejects, ignore_index=True).to_parquet(Path(work) / "rejected.parquet", index=False)
         rows, digest = len(docs), ""
     elif stage == "ingest":
-        res = ingest_shards(tasks, ValidationConfig(), work_dir=work, engine=EngineConfig(engine=engine, progress=False))
+        res = ingest_shards(tasks, ValidationConfig(), work_dir=work, engine=ENGINE)
         rows, digest = len(res.documents), res.documents.fingerprint
     else:
         raise SystemExit(stage)
@@ -88,6 +92,7 @@ SIGNALS_CHILD = textwrap.dedent("""
     from curation.datasets import CorpusShardsDataset
     from curation.scoring.redpajama import RedPajamaSignals
     from curation.shards import EngineConfig, ShardTask, run_shards, ShardWriter
+    from curation.shards.executor import cpus_available
     from curation.shards.stages import signals_shard
     raw = CorpusShardsDataset(path=corpus).load()
     tasks = [ShardTask(k, v) for k, v in raw.items()][:limit]
@@ -101,7 +106,9 @@ SIGNALS_CHILD = textwrap.dedent("""
         frame.insert(0, "id", docs["id"].to_numpy())
         rows, digest = len(frame), ""
     else:
-        run_shards(signals_shard, tasks, {"signals": (work, "frame")}, EngineConfig(engine=engine, progress=False))
+        run_shards(signals_shard, tasks, {"signals": (work, "frame")},
+                   EngineConfig(engine="local", workers=cpus_available(), progress=False) if engine == "local_workers"
+                   else EngineConfig(engine=engine, progress=False))
         w = ShardWriter(work).finalize([t.name for t in tasks], stage="signals")
         rows, digest = w.rows, w.fingerprint
     print(json.dumps({"rows": rows, "seconds": time.perf_counter() - start, "digest": digest}))
@@ -122,9 +129,17 @@ def loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+def cores_of(engine: str) -> int:
+    """Cores an engine uses: Ray's local instance 2, the local engine's workers the CPUs available."""
+    if engine == "ray":
+        return 2
+    return len(os.sched_getaffinity(0)) if engine == "local_workers" else 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000])
+    # local: one shard at a time in the driver (data.workers=1); local_workers: one process per CPU
     parser.add_argument("--engines", nargs="+", default=["local", "ray"])
     parser.add_argument("--signals-docs", type=int, default=8_000, help="documents for the signals stage (0 = skip)")
     parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
@@ -151,7 +166,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory(dir=args.corpus_dir) as work:
                 before = loadavg()
                 result = measure([CHILD, "ingest", engine, str(corpus), work, "0"])
-                record("ingest", engine, n, result, 2 if engine == "ray" else 1, before)
+                record("ingest", engine, n, result, cores_of(engine), before)
     if args.signals_docs:
         # Shards of signals_docs / 4 rows, so two Ray workers have shards to share.
         corpus = make_corpus(args.signals_docs, args.corpus_dir / f"signals{args.signals_docs}",
@@ -161,7 +176,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory(dir=args.corpus_dir) as work:
                 before = loadavg()
                 result = measure([SIGNALS_CHILD, engine, str(corpus), work, str(shards)])
-                record("signals", engine, args.signals_docs, result, 2 if engine == "ray" else 1, before)
+                record("signals", engine, args.signals_docs, result, cores_of(engine), before)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as handle:

@@ -58,6 +58,8 @@ def test_die_with_parent_kills_a_subprocess_when_its_parent_is_killed(tmp_path):
     # scoring's isolated fastText trainer (a subprocess); the default reference raters are trained once
     # and shared, so the run trains on the (labelled) bundled corpus itself to have a trainer to kill
     ("scoring", ["pipeline=ingest+scoring", "scoring.training.source=corpus"], "fasttext.train_supervised"),
+    # the local engine's shard workers (data.workers=2) and their fork server, in the ingest's validate step
+    ("shard workers", ["pipeline=ingest", "data.workers=2"], "multiprocessing.forkserver"),
     # a DataMask block process of selection (spawned by a ProcessPoolExecutor)
     ("selection", [], "spawn_main"),
     # a sweep on Hydra's joblib launcher: its loky workers (one idle), and the trainer of a job in one

@@ -139,9 +139,11 @@ def test_fsspec_url_glob(corpus_sample):
         with fs.open(f"/corpus-test/shard-{i}.parquet", "wb") as handle:
             part.to_parquet(handle)
     try:
-        shards = CorpusShardsDataset(path="memory://corpus-test/shard-*.parquet").load()
+        url = "memory://corpus-test/shard-*.parquet"
+        shards = CorpusShardsDataset(path=url).load()
         assert len(shards) == 2
-        documents, _, metrics = ingest_documents(shards, DATA_PARAMS)
+        # data.path, as a run passes it: a memory:// corpus is read in this process (workers would not see it)
+        documents, _, metrics = ingest_documents(shards, {**DATA_PARAMS, "path": url})
         assert list(documents["id"]) == list(corpus_sample["id"][:100]) and metrics["rows_read"] == 100
     finally:
         fs.rm("/corpus-test", recursive=True)

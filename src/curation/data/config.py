@@ -40,7 +40,8 @@ class DataConfig:
     max_docs: Optional[int] = None  # keep at most this many valid documents (None = all)
     max_chars: Optional[int] = 1_000_000  # longer documents are dropped and counted (None = no limit)
     keep_columns: list[str] = field(default_factory=lambda: ["source", "url", "quality_label", "extra"])
-    engine: str = "local"  # local (one shard at a time) | ray (one Ray task per shard)
+    engine: str = "local"  # local (worker processes on this machine) | ray (one Ray task per shard)
+    workers: Optional[int] = None  # local: shards at once, one process each; None = the CPUs available; 1 = in the driver
     ray_address: Optional[str] = None  # None = a local Ray instance; "auto" or "ray://host:10001" = a cluster
     dedup_buckets: int = 16  # hash buckets of the cross-shard duplicate passes (memory ~ documents / buckets)
     dedup: DedupConfig = field(default_factory=DedupConfig)
@@ -55,6 +56,7 @@ class DataConfig:
         at_least("max_docs", self.max_docs, 1, optional=True)  # 0 would ingest nothing
         at_least("max_chars", self.max_chars, 1, optional=True)
         one_of("engine", self.engine, ("local", "ray"))
+        at_least("workers", self.workers, 1, optional=True)
         at_least("dedup_buckets", self.dedup_buckets, 1)
         one_of("decontaminate", self.decontaminate, DECONTAMINATE)
         at_least("decontaminate_ngram", self.decontaminate_ngram, 1)

@@ -48,20 +48,54 @@ def document_statistics(documents: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def document_statistics_shards(documents) -> pd.DataFrame:
+def document_statistics_shard(frame: pd.DataFrame, name: str):
+    """The per-shard function (:func:`curation.shards.run_shards`) of :func:`document_statistics_shards`."""
+    from curation.shards.executor import ShardResult
+
+    stats = document_statistics(frame)
+    if "category" in frame.columns:
+        stats["category"] = frame["category"].to_numpy()
+    return ShardResult({"document_stats": stats}, {"docs": len(stats)})
+
+
+def document_statistics_shards(documents, engine=None) -> pd.DataFrame:
     """:func:`document_statistics` (+ ``category`` when present) of a sharded documents dataset
     (:class:`curation.shards.ShardedDataset`), one shard in memory at a time: the result has
-    ~100 bytes per document (no text), in shard-then-row order."""
+    ~100 bytes per document (no text), in shard-then-row order.
+
+    ``engine`` (an :class:`curation.shards.EngineConfig`): the shards' statistics are computed by
+    :func:`curation.shards.run_shards` (``data.workers`` processes, or Ray) into a temporary sharded
+    dataset, then read back in order; None: in this process, shard after shard."""
     columns = set(documents.manifest.schema)
-    wanted = [c for c in ("id", "text", "source", "category") if c in columns]
+    wanted = tuple(c for c in ("id", "text", "source", "category") if c in columns)
+    if engine is not None and documents.names:
+        return _statistics_on_engine(documents, wanted, engine)
     parts = []
-    for _, frame in documents.iter_frames(wanted):
-        stats = document_statistics(frame)
-        if "category" in frame.columns:
-            stats["category"] = frame["category"].to_numpy()
-        parts.append(stats)
+    for _, frame in documents.iter_frames(list(wanted)):
+        parts.append(document_statistics_shard(frame, "").outputs["document_stats"])
     if not parts:
         return document_statistics(pd.DataFrame({"id": [], "text": []}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _read_shard(root: str, name: str, columns: tuple[str, ...]) -> pd.DataFrame:
+    from curation.shards import ShardWriter
+
+    return pd.read_parquet(ShardWriter(root, "frame").shard_path(name), columns=list(columns))
+
+
+def _statistics_on_engine(documents, wanted: tuple[str, ...], engine) -> pd.DataFrame:
+    import tempfile
+    from functools import partial
+
+    from curation.shards import ShardTask, ShardWriter, run_shards
+
+    with tempfile.TemporaryDirectory(prefix="document_stats-") as work:
+        tasks = [ShardTask(n, partial(_read_shard, str(documents.root), n, wanted)) for n in documents.names]
+        run_shards(document_statistics_shard, tasks, {"document_stats": (work, "frame")}, engine,
+                   desc="document statistics")
+        writer = ShardWriter(work, "frame")
+        parts = [pd.read_parquet(writer.shard_path(n)) for n in documents.names]
     return pd.concat(parts, ignore_index=True)
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import config_key
-from curation.embedding.embedder import EmbedderConfig, make_embedder, model_fingerprint
+from curation.embedding.embedder import EmbedderConfig, make_embedder, model_fingerprint, plan_device
 from curation.shards import EngineConfig, ShardedDataset, ShardResult, ShardTask, ShardWriter, run_shards
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,11 @@ def embed_shards(documents: ShardedDataset, config: EmbedderConfig, folder: str 
     if engine is not None and engine.engine == "ray" and config.device != "cpu":
         # a model on cuda/auto: each Ray task reserves a GPU when the cluster has one (else none, on CPU)
         engine = replace(engine, ray_num_gpus="auto")
+    elif engine is not None and engine.engine == "local" and engine.workers > 1 and config.device != "cpu" \
+            and plan_device(config).device != "cpu":
+        # a model on this machine's GPU: one process feeds it (N shard workers would each load the model
+        # onto the same GPU and contend for it)
+        engine = replace(engine, workers=1)
     try:
         run_shards(partial(embed_shard, config=config), tasks, {"embeddings": (folder, "array")}, engine,
                    desc="embeddings")

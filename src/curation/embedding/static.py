@@ -175,7 +175,9 @@ class StaticEmbedder:
         """Processes used for ``n_docs`` documents (1 = in process)."""
         if n_docs < self.cfg.parallel_min_docs:
             return 1
-        workers = self.cfg.num_workers or (os.cpu_count() or 1)
+        from curation.shards.executor import cpus_available
+
+        workers = self.cfg.num_workers or cpus_available()  # in a shard worker: its share of the CPUs
         return max(1, min(workers, n_docs // 1000 or 1))
 
     def encode(self, texts: Sequence[str]):

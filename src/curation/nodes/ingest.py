@@ -16,6 +16,7 @@ from curation.paths import project_root
 from curation.reporting.plots import plot_document_stats
 from curation.shards import ShardedDataset
 from curation.shards.ingest import dedup_settings, ingest_corpus
+from curation.shards.work import engine_of
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +45,11 @@ def ingest_documents(
 
 
 def compute_document_statistics(
-    documents: ShardedDataset,
+    documents: ShardedDataset, data: dict[str, Any] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float], Any]:
-    """Per-document and per-source statistics (one shard at a time), headline metrics and a plot."""
-    doc_stats = document_statistics_shards(documents)
+    """Per-document and per-source statistics (per shard, on the ``data`` group's engine:
+    ``data.workers`` processes or Ray), headline metrics and a plot."""
+    doc_stats = document_statistics_shards(documents, engine_of(data))
     table = source_statistics(doc_stats)
     overall = table[table["source"] == "__all__"].iloc[0]
     metrics = {

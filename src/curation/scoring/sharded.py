@@ -37,6 +37,7 @@ from curation.scoring.merge import MergeMap
 from curation.scoring.run import apply_scoring, fit_scoring, needs_embeddings
 from curation.scoring.sample import sample_mask, sample_threshold
 from curation.shards import EngineConfig, ShardedDataset, ShardResult, ShardTask, ShardWriter, run_shards
+from curation.shards.executor import engine_from_data
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,9 @@ _FITTED: dict[str, tuple[dict[str, Any], MergeMap | None]] = {}
 
 
 def engine_of(scoring_engine: str | None, data: Mapping[str, Any] | None) -> EngineConfig:
-    """``scoring.engine`` (None = ``data.engine``; ``inprocess`` = ``local``) and ``data.ray_address``."""
-    data = data or {}
-    name = scoring_engine or data.get("engine") or "local"
-    return EngineConfig(engine="local" if name == "inprocess" else name, ray_address=data.get("ray_address"))
+    """``scoring.engine`` (None = ``data.engine``; ``inprocess`` = ``local``), ``data.ray_address`` and
+    ``data.workers``."""
+    return engine_from_data(data, scoring_engine)
 
 
 def load_fitted(fit_dir: str) -> tuple[dict[str, Any], MergeMap | None]:

@@ -1,4 +1,5 @@
-"""Run a plain per-shard function over input shards: locally one at a time, or as Ray tasks.
+"""Run a plain per-shard function over input shards: locally (in the driver, or in a pool of
+``workers`` processes), or as Ray tasks.
 
 The function never knows which engine runs it (datatrove's ``LocalPipelineExecutor`` /
 ``RayPipelineExecutor`` split, STYLE.md section 6): it gets one loaded shard and returns
@@ -10,13 +11,31 @@ its outputs and counts. The engine
 * returns the per-shard stats in input order, so counts add up across shards.
 
 Both engines write through the same :func:`run_one`, so their outputs are byte-identical
-shard for shard (the Ray test checks the digests).
+shard for shard (the Ray test checks the digests, ``tests/shards/test_workers.py`` the local pool's).
+
+The local engine with ``workers > 1`` runs :func:`run_one` in a ``ProcessPoolExecutor`` started
+once per :func:`run_shards` call: ``fn`` and the output folders reach each worker once (the pool's
+initializer), a task pickles only its :class:`ShardTask`, and at most ``workers`` shards are
+submitted at a time, so memory is about ``workers`` x one shard. Heavy per-stage state (a fitted
+fastText model, an embedder) is loaded by ``fn`` through a per-process cache
+(``curation.scoring.sharded.load_fitted``, ``curation.embedding.sharded.shared_embedder``), as under
+Ray: once per worker, not once per shard.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
+import pickle
+import select
+import signal
+import tempfile
+import threading
 import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +75,36 @@ class EngineConfig:
     ray_num_gpus: float | str = 0.0
     max_in_flight: int = 0  # Ray tasks submitted at once; 0 = 2 x cluster CPUs (bounds driver memory)
     progress: bool = True  # a progress line per finished shard
+    # local engine: shards processed at once, each in a worker process (memory ~ workers x one shard);
+    # 1 = one shard at a time in the driver. The config's data.workers defaults to cpus_available()
+    # (engine_from_data); this class keeps 1, so a direct caller's fn need not pickle.
+    workers: int = 1
+
+
+def cpus_available() -> int:
+    """CPUs this process may use: its affinity mask (``taskset``, a container's cpuset), else the
+    machine's count. In a shard worker: its share, the driver's CPUs divided by ``workers`` (so a
+    stage that starts its own pool, like the static embedder, does not multiply the processes)."""
+    if _WORKER_CPUS:
+        return _WORKER_CPUS
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def engine_from_data(data: Mapping[str, Any] | None, engine: str | None = None) -> EngineConfig:
+    """The per-shard engine of the ``data`` group: ``data.engine`` (or ``engine``, a stage's own
+    choice; ``inprocess`` = ``local``), ``data.ray_address`` and ``data.workers`` (None = every CPU
+    this process may use)."""
+    data = data or {}
+    name = engine or data.get("engine") or "local"
+    workers = data.get("workers")
+    workers = cpus_available() if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"data.workers must be >= 1 or null (= the CPUs available), got {workers}")
+    return EngineConfig(engine="local" if name == "inprocess" else name, ray_address=data.get("ray_address"),
+                        workers=workers)
 
 
 def _writers(outputs: Mapping[str, tuple[str | Path, str]]) -> dict[str, ShardWriter]:
@@ -68,7 +117,12 @@ def run_one(fn: Callable[[Any, str], ShardResult], task: ShardTask,
     them leaves the shard unfinished in every output."""
     writers = _writers(outputs)
     start = time.perf_counter()
-    result = fn(task.load(), task.name)
+    try:
+        result = fn(task.load(), task.name)
+    except Exception as err:
+        # the error keeps its type (callers catch LineageError, ValueError...); the note names the shard
+        err.add_note(f"in shard {task.name} (finished shards are kept: a re-run resumes after them)")
+        raise
     if set(result.outputs) != set(writers):
         raise ValueError(f"shard {task.name}: function returned outputs {sorted(result.outputs)}, "
                          f"expected {sorted(writers)}")
@@ -103,18 +157,170 @@ def run_shards(
     skipped = len(tasks) - len(pending)
     if skipped:
         log.info("%s: %d of %d shards already finished, skipped", desc, skipped, len(tasks))
-    if engine.engine == "local":
+    if engine.engine == "local" and (engine.workers <= 1 or len(pending) <= 1):
         for i, task in enumerate(pending, 1):
             stats = run_one(fn, task, outputs)
             if engine.progress:
                 log.info("%s: shard %s done (%d/%d pending) in %.1fs", desc, task.name, i, len(pending),
                          stats["shard_seconds"])
+    elif engine.engine == "local":
+        _run_pool(fn, pending, outputs, engine, desc)
     elif engine.engine == "ray":
         _run_ray(fn, pending, outputs, engine, desc)
     else:
         raise ValueError(f"engine must be 'local' or 'ray', got {engine.engine!r}")
     first = next(iter(writers.values()))
     return [first.stats(n) for n in names]
+
+
+# --- the local engine's worker pool -------------------------------------------------------------
+
+_WORKER_CPUS = 0  # in a shard worker: its share of the driver's CPUs (cpus_available)
+_WORKER_JOB: tuple[Callable[[Any, str], ShardResult], dict] | None = None  # fn and outputs, set once per worker
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _init_worker(parent_pid: int, fn: Callable[[Any, str], ShardResult], outputs: dict, cpus: int,
+                 tmp: str | None) -> None:
+    """A shard worker's start: die with the driver, take ``fn`` and the outputs once, use its share
+    of the CPUs for thread pools (torch, BLAS; as Ray's ``OMP_NUM_THREADS`` for a task's CPUs), and
+    the driver's temporary folder."""
+    global _WORKER_CPUS, _WORKER_JOB
+    from curation.processes import die_with_parent
+
+    # A killed curate takes its workers with it. Under spawn the worker's parent is the driver (a
+    # parent-death signal); under forkserver it is the fork server, which outlives the driver as long as
+    # a worker holds its pipe (every worker does), and a worker would wait on its task queue for ever:
+    # a thread ends the worker when the driver ends.
+    parent = os.getppid()
+    die_with_parent(parent)
+    if parent != parent_pid:
+        _end_with(parent_pid)
+    _WORKER_CPUS = cpus
+    for var in _THREAD_VARS:  # read by torch and BLAS libraries loaded from now on
+        os.environ.setdefault(var, str(cpus))
+    try:  # numpy's BLAS, loaded by the fork server before the variables were set
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(int(os.environ["OMP_NUM_THREADS"]))
+    except (ImportError, ValueError):  # threadpoolctl comes with scikit-learn
+        pass
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if tmp:
+        tempfile.tempdir = tmp
+    _WORKER_JOB = (fn, outputs)
+
+
+def _end_with(pid: int) -> None:
+    """Kill this process when process ``pid`` ends (a pidfd where Linux has one, else a poll per second)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:  # already gone
+        os._exit(1)
+    except (AttributeError, OSError):
+        fd = None
+
+    def watch() -> None:
+        if fd is not None:
+            select.select([fd], [], [])  # readable when the process has ended
+        else:
+            while True:
+                time.sleep(1.0)
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    continue
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="end-with-driver", daemon=True).start()
+
+
+def _run_in_worker(task: ShardTask) -> dict[str, float]:
+    assert _WORKER_JOB is not None, "a shard worker runs only after _init_worker"
+    fn, outputs = _WORKER_JOB
+    try:
+        return run_one(fn, task, outputs)
+    except Exception as err:
+        try:  # the error goes back to the driver pickled; one that does not unpickle would break the pool
+            pickle.loads(pickle.dumps(err))
+        except Exception:
+            raise RuntimeError("".join(traceback.format_exception(err)).rstrip()) from None
+        raise
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    # forkserver, not fork: the driver may hold threads (torch's and BLAS's pools, MLflow's, tqdm's
+    # monitor) and loaded models; a fork copies the threads' locks in whatever state they are, and a
+    # worker can hang on one (POSIX fork-with-threads; Python 3.12 warns about it). The fork server is
+    # a fresh process, started once per driver, that has imported only this module (numpy, pandas,
+    # pyarrow: no torch, no model, no MLflow) and forks each worker, which is cheaper than spawn's
+    # fresh interpreter per worker.
+    # A worker loads its models itself, once (see the module docstring; docs/scaling.md measures what
+    # sharing a model loaded before the fork would save).
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+
+        ctx = multiprocessing.get_context("forkserver")
+        preload = ["curation.shards.executor"]
+        method = multiprocessing.get_start_method(allow_none=True)
+        if method not in (None, "fork", "spawn", "forkserver"):
+            # a child sets its parent's start method: in a joblib job that is loky's, whose context
+            # exists where its module is imported (else: "cannot find context for 'loky'")
+            preload.append(type(multiprocessing.get_context(method)).__module__)
+        ctx.set_forkserver_preload(preload)  # ignored once the server runs
+        # The server's socket goes into a pymp-* folder of the temporary folder, made once per process:
+        # the system's, not curate's run_tempdir (deep under data/, past AF_UNIX's 108-byte path limit).
+        saved, tempfile.tempdir = tempfile.tempdir, None
+        try:
+            forkserver.ensure_running()
+            return ctx
+        except OSError as err:
+            log.warning("shard workers: the fork server did not start (%s); spawning them instead", err)
+        finally:
+            tempfile.tempdir = saved
+    return multiprocessing.get_context("spawn")
+
+
+def _run_pool(fn, pending: Sequence[ShardTask], outputs, engine: EngineConfig, desc: str) -> None:
+    workers = min(engine.workers, len(pending))
+    cpus = max(1, cpus_available() // workers)
+    queue = list(pending)
+    in_flight: dict[Future, str] = {}
+    done = 0
+    with ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_init_worker,
+                             initargs=(os.getpid(), fn, dict(outputs), cpus, tempfile.tempdir)) as pool:
+        try:
+            # Bounded submission: at most ``workers`` shards in flight, each loaded in its worker only.
+            while queue or in_flight:
+                while queue and len(in_flight) < workers:
+                    task = queue.pop(0)
+                    in_flight[pool.submit(_run_in_worker, task)] = task.name
+                finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+                for future in finished:
+                    name = in_flight[future]
+                    try:
+                        stats = future.result()
+                    except BrokenProcessPool as err:
+                        running = sorted(in_flight.values())
+                        raise RuntimeError(
+                            f"{desc}: a worker process died (killed, out of memory, a crash in native code, or a "
+                            f"script without `if __name__ == '__main__':`) "
+                            f"while shard(s) {', '.join(running)} ran; finished shards are kept: a re-run "
+                            f"resumes after them (data.workers=1 runs the shards in this process)") from err
+                    except Exception:
+                        log.error("%s: shard %s failed", desc, name)
+                        raise
+                    del in_flight[future]
+                    done += 1
+                    if engine.progress:
+                        log.info("%s: shard %s done (%d/%d pending, %d workers) in %.1fs", desc, name, done,
+                                 len(pending), workers, stats["shard_seconds"])
+        except BaseException:
+            # the shards already running finish (and are marked complete); none is started after an error
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,7 +33,7 @@ from curation.cache import config_key
 from curation.errors import EmptyCorpusError
 from curation.data.validate import LINE, REASONS, ValidationConfig, validate_documents
 from curation.shards.dedup import find_duplicates, partition_ids
-from curation.shards.executor import EngineConfig, ShardResult, ShardTask, run_shards, sum_stats
+from curation.shards.executor import EngineConfig, ShardResult, ShardTask, engine_from_data, run_shards, sum_stats
 from curation.shards.manifest import Manifest
 from curation.shards.store import ShardedDataset, ShardWriter, shard_names
 from curation.shards.textdedup import DEDUP_REASONS, DedupSettings, find_text_drops, pass1 as dedup_pass1
@@ -41,6 +41,7 @@ from curation.shards.textdedup import DEDUP_REASONS, DedupSettings, find_text_dr
 log = logging.getLogger(__name__)
 
 INGEST_REMAKE = "curate pipeline=ingest"
+ENGINE_KEYS = ("engine", "ray_address", "workers")  # how the shards run, not what they hold: not in the key
 
 
 @dataclass
@@ -233,14 +234,25 @@ def ingest_shards(
         # Read shards in order until max_docs documents survive dedup. Pre-dedup counts bound the
         # post-dedup ones from above, so the (all-bucket) dedup pass runs only once they reach the cap.
         read, stats, drops = 0, [], {}
-        batch = 1 if engine.engine == "local" else 2  # Ray: two shards per round keep both CPUs busy
+        # a round validates as many shards as run at once (local workers; Ray: two, to keep both CPUs
+        # busy), then stops where reading one shard a round would have: at the first prefix of shards
+        # that holds max_docs after dedup. Shards validated past it are left out, so the documents and
+        # counts (the LSH pair counts too; a near-duplicate chain through a later shard would drop more)
+        # do not depend on the batch.
+        batch = max(1, engine.workers) if engine.engine == "local" else 2
         while read < len(renamed):
-            read = min(len(renamed), read + batch)
+            start, read = read, min(len(renamed), read + batch)
             stats = pass1(read)
-            if sum(int(s["rows_kept"]) for s in stats) < max_docs:
-                continue
-            drops = find_drops(read)
-            if sum(kept_after_dedup(stats, drops)) >= max_docs:
+            stop = None
+            for upto in range(start + 1, read + 1):
+                if sum(int(s["rows_kept"]) for s in stats[:upto]) < max_docs:
+                    continue
+                drops = find_drops(upto)
+                if sum(kept_after_dedup(stats[:upto], drops)) >= max_docs:
+                    stop = upto
+                    break
+            if stop is not None:
+                read, stats = stop, stats[:stop]
                 break
         else:
             drops = find_drops(read)
@@ -349,10 +361,13 @@ def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_r
         id_column=data["id_column"], text_column=data["text_column"], max_chars=data.get("max_chars"),
         keep_columns=tuple(data.get("keep_columns") or ()),
     )
-    engine = EngineConfig(engine=data.get("engine") or "local", ray_address=data.get("ray_address"))
+    engine = engine_from_data(data)
+    if engine.engine == "local" and str(data.get("path", "")).startswith("memory://"):
+        # fsspec's memory:// file system lives in this process: a worker process would find it empty
+        engine = replace(engine, workers=1)
     buckets = int(data.get("dedup_buckets") or 16)
     raw_fp = raw_fingerprint(str(data.get("path", "")), list(raw_documents))
-    key = config_key({k: v for k, v in data.items() if k not in ("engine", "ray_address")}, raw_fp,
+    key = config_key({k: v for k, v in data.items() if k not in ENGINE_KEYS}, raw_fp,
                      *([dedup.digest()] if dedup else []))
     work = Path(work_root) / namespace / f"ingest-{key}"
     tasks = [ShardTask(shard_id, load) for shard_id, load in raw_documents.items()]

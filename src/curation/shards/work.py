@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping
 
 from curation.cache import result_cache
 from curation.paths import project_root
-from curation.shards.executor import EngineConfig
+from curation.shards.executor import EngineConfig, engine_from_data
 
 STAGING = Path("data") / "02_intermediate" / ".staging"  # per-run work folders of streaming stages
 
@@ -33,9 +33,8 @@ def stage_folder(stage: str, key: str, cache: Mapping[str, Any], run: Mapping[st
 
 
 def engine_of(data: Mapping[str, Any] | None) -> EngineConfig:
-    """The per-shard engine of the ``data`` group (``data.engine``, ``data.ray_address``)."""
-    data = data or {}
-    return EngineConfig(engine=data.get("engine") or "local", ray_address=data.get("ray_address"))
+    """The per-shard engine of the ``data`` group (``data.engine``, ``data.ray_address``, ``data.workers``)."""
+    return engine_from_data(data)
 
 
 log = logging.getLogger(__name__)

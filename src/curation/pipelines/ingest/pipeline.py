@@ -16,7 +16,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 compute_document_statistics,
-                inputs="documents@shards",
+                inputs=["documents@shards", "params:data"],
                 outputs=["document_stats", "source_stats_table", "document_stats_metrics", "document_stats_plot"],
                 name="compute_document_statistics_node",
             ),
