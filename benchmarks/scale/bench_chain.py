@@ -100,7 +100,8 @@ def manifest_rows(path: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
-    parser.add_argument("--engines", nargs="+", default=["local", "ray"])
+    parser.add_argument("--engines", nargs="+", default=["local", "ray"],
+                        help="local, ray, or local-wN (the local engine with N shard workers)")
     parser.add_argument("--steps", type=int, default=200, help="DataMask steps (the per-step cost is what scales)")
     parser.add_argument("--embedding", default="static", help="embedding config group (the fastest: static)")
     parser.add_argument("--raters", default="fasttext_dclm,edu,wiki",
@@ -115,6 +116,9 @@ def main() -> None:
     parser.add_argument("--append", action="store_true", help="add the rows to an existing --out CSV (e.g. 1M "
                                                                "local only after 100k local + Ray)")
     parser.add_argument("--no-mlflow", action="store_true")
+    parser.add_argument("--override", nargs="*", default=[],
+                        help="more Hydra overrides for every stage, e.g. data.dedup.exact=false (the replicated "
+                             "corpus is all exact copies: with dedup on, ingest keeps only the 16,513 originals)")
     args = parser.parse_args()
 
     rows: list[dict] = []
@@ -129,10 +133,15 @@ def main() -> None:
         for engine in args.engines:
             namespace = f"bench_chain/{n}-{engine}"
             cache = Path(tempfile.mkdtemp(prefix=f"chain-cache-{n}-{engine}-", dir=args.corpus_dir))
-            common = [f"data.path={corpus}", f"data.engine={engine}", f"run.namespace={namespace}",
+            # "local-wN": the local engine with N shard worker processes (data.workers); "local" = its default
+            base_engine, _, workers = engine.partition("-w")
+            common = [f"data.path={corpus}", f"data.engine={base_engine}", f"run.namespace={namespace}",
                       f"cache.dir={cache}", f"embedding={args.embedding}", "selection=datamask",
                       f"selection.steps={args.steps}", "selection.block_size=1000000",
                       "tracking.experiment_name=bench_chain"]
+            if workers:
+                common.append(f"data.workers={int(workers)}")
+            common += args.override
             if args.raters != "all":
                 common.append(f"scoring.raters=[{args.raters}]")
             common += [f"scoring.fasttext_dclm.thread={args.fasttext_threads}",
@@ -187,7 +196,9 @@ def plot(rows: list[dict], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    for engine, style in (("local", "-"), ("ray", "--")):
+    engines = list(dict.fromkeys(r["engine"] for r in rows))
+    styles = dict(zip(engines, ["-", "--", ":", "-."] * 3))
+    for engine, style in styles.items():
         for stage, marker in zip(STAGES, "osD^"):
             sel = [r for r in rows if r["engine"] == engine and r["stage"] == stage]
             if not sel:
