@@ -100,6 +100,15 @@ def test_everything_dropped_has_no_mean_after():
     assert report["quality_mean_before"] == 1.5 and np.isnan(report["quality_mean_after"])
 
 
+def test_infinite_scores_are_unscored_in_every_count():
+    # +inf passes `q >= 4` but is not a finite score: dropped and counted like NaN; the means are over
+    # finite scores (prune_shards sums finite scores only; the two must agree)
+    keep, report = prune(_scores([np.inf, 5.0, 3.0, -np.inf, 7.0]), PruningConfig())
+    assert keep.tolist() == [False, True, False, False, True]
+    assert (report["kept"], report["dropped_low_quality"], report["dropped_nan_quality"]) == (2, 1, 2)
+    assert report["quality_mean_before"] == 5.0 and report["quality_mean_after"] == 6.0
+
+
 def test_an_object_column_with_missing_scores_is_read_as_floats():
     # e.g. records from JSON with nulls: None is an unscored document, not a crash
     scores = pd.DataFrame({"id": ["a", "b", "c"], "quality": pd.Series([5.0, None, 2.0], dtype=object)})
