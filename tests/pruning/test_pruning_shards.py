@@ -313,5 +313,13 @@ def test_prune_shard_counts_by_hand():
         "docs_in": 6, "kept": 4, "dropped_low_quality": 1, "dropped_nan_quality": 1,
         "quality_sum_before": 23.0, "quality_finite": 5, "quality_sum_after": 23.5,
         **{f"hist_before_{i}": c for i, c in enumerate(before)}, **{f"hist_after_{i}": c for i, c in enumerate(after)}}
+    # every shard reports all 16 bins (also when its top bins are empty); a kept negative score is bin 0
+    low = pd.DataFrame({"id": ["a", "b"], "quality": [-2.0, 3.5]})
+    result = prune_shard((low, None), "part-00001", config=PruningConfig(threshold=-3.0),
+                         cut=ShardCut("threshold", threshold=-3.0))
+    assert "pruned_embeddings" not in result.outputs
+    assert [result.stats[f"hist_before_{i}"] for i in range(16)] == [1, 0, 0, 1] + [0] * 12
+    assert [result.stats[f"hist_after_{i}"] for i in range(16)] == [1, 0, 0, 1] + [0] * 12
+    assert len(result.stats) == 7 + 32
     with pytest.raises(ValueError, match="shard part-00003: scores have 6 rows but embeddings 5"):
         prune_shard((frame, embeddings[:5]), "part-00003", config=PruningConfig(), cut=ShardCut("threshold", 4.0))
