@@ -205,3 +205,15 @@ def test_quality_share_bins_clips_and_counts_nan_by_hand():
     assert np.isnan(share["share"].iloc[16])
     one = quality_share([7.0], max_score=10)
     assert one["score"].tolist() == list(range(11)) and one["share"].tolist() == [0.0] * 7 + [1.0] + [0.0] * 3
+
+
+def test_quality_share_nan_row_is_row_16_of_the_same_three_columns():
+    share = quality_share([7.0, None, np.nan])  # None is a missing score, as NaN is
+    assert list(share.columns) == ["score", "count", "share"]
+    assert share.index.tolist() == list(range(17))
+    assert (share.loc[16, "score"], share.loc[16, "count"]) == (-1, 2) and share.loc[7, "share"] == 1.0
+
+
+def test_quantile_map_reads_none_as_missing():
+    out = quantile_map([None, 1.0, 3.0], [0.0, 4.0])
+    assert np.isnan(out[0]) and out[1:].tolist() == [1.0, 3.0]  # p = .25, .75 of [0, 4]
