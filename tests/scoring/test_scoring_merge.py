@@ -215,5 +215,5 @@ def test_quality_share_nan_row_is_row_16_of_the_same_three_columns():
 
 
 def test_quantile_map_reads_none_as_missing():
-    out = quantile_map([None, 1.0, 3.0], [0.0, 4.0])
+    out = quantile_map([None, 1.0, 3.0], [0.0, None, 4.0])
     assert np.isnan(out[0]) and out[1:].tolist() == [1.0, 3.0]  # p = .25, .75 of [0, 4]
