@@ -121,7 +121,7 @@ def test_a_fitted_map_sends_new_values_to_the_sample_cdf_then_the_edu_quantile()
     assert fitted.samples["fasttext_dclm"].tolist() == [10.0, 20.0, 30.0, 40.0, 50.0]
     assert set(fitted.samples) == {"fasttext_dclm", "wiki"}  # the reference is not mapped
     # p = (#below + #equal / 2) / 5: 5 -> 0, 10 -> .1, 25 -> .4, 60 -> 1; Q_ref at position 4p of [0, 1, 2, 3, 5]
-    out = fitted.map("fasttext_dclm", np.array([5.0, 10.0, 25.0, 60.0, np.nan]))
+    out = fitted.map("fasttext_dclm", [5.0, 10.0, 25.0, 60.0, None])  # None: a missing score
     np.testing.assert_allclose(out[:4], [0.0, 0.4, 1.6, 5.0], rtol=0, atol=1e-12)
     assert np.isnan(out[4])
     new = pd.DataFrame({"fasttext_dclm": [25.0, np.nan], "edu": [-1.0, 2.5], "wiki": [4.0, 9.0]})
@@ -157,7 +157,7 @@ def test_merge_config_errors():
     with pytest.raises(KeyError, match=r"merge_quality: missing score columns \['nope', 'ref'\]"):
         merge_quality(_hand_scores(), MergeConfig(components=["nope", "edu"], reference="ref"))
     no_edu = _hand_scores().assign(edu=np.nan)
-    with pytest.raises(ValueError, match="quantile_map: the reference has no finite value"):
+    with pytest.raises(ValueError, match="^quantile_map: the reference has no finite value$"):
         MergeMap.fit(no_edu)
     # the reference alone needs nothing to map onto it: no error, and every edu NaN is counted
     merged, counts = merge_quality(no_edu, MergeConfig(components=["edu"]))
@@ -179,7 +179,7 @@ def test_quantile_map_edge_cases():
     np.testing.assert_allclose(quantile_map([3.0, 1.0, 2.0], [np.nan, 0.0, 10.0]), [25 / 3, 5 / 3, 5.0])
     out = quantile_map([np.nan, np.nan], [1.0, 2.0])
     assert out.shape == (2,) and np.isnan(out).all()
-    with pytest.raises(ValueError, match="quantile_map: the reference has no finite value"):
+    with pytest.raises(ValueError, match="^quantile_map: the reference has no finite value$"):
         quantile_map([1.0], [np.nan, np.inf])
 
 
@@ -217,3 +217,16 @@ def test_quality_share_nan_row_is_row_16_of_the_same_three_columns():
 def test_quantile_map_reads_none_as_missing():
     out = quantile_map([None, 1.0, 3.0], [0.0, None, 4.0])
     assert np.isnan(out[0]) and out[1:].tolist() == [1.0, 3.0]  # p = .25, .75 of [0, 4]
+
+
+def test_object_score_columns_with_none_are_read_as_floats():
+    # e.g. rows built from records where a rater returned None: a missing score (floored), not a crash
+    scores = _hand_scores().astype(object)
+    scores.loc[0, "wiki"] = None
+    scores.loc[4, "edu"] = None
+    merged, counts = merge_quality(scores)
+    assert (counts["nan_wiki"], counts["nan_edu"]) == (1, 1)
+    # edu [0, 1, 2, 3] (clipped) is the reference; dclm 10 -> p .1 -> position .3 of [0, 1, 2, 3] -> .3
+    assert merged["edu_0_5"].tolist() == [0.0, 1.0, 2.0, 3.0, 0.0]
+    assert merged["fasttext_dclm_0_5"][0] == pytest.approx(0.3, abs=1e-12)
+    assert merged["wiki_0_5"][0] == 0.0
