@@ -40,6 +40,7 @@ COLUMNS = ["module", "mutants", "killed", "survived", "timeout", "other", "kill_
 
 # module (under src/curation/) -> the test files that exercise it (the fast ones: no Kedro job, no subprocess),
 # then any other pytest arguments (a -k expression)
+_DISF = "tests/selection/test_selection_disf.py"
 MODULES: dict[str, list[str]] = {
     "scoring/merge": ["tests/scoring/test_scoring_merge.py"],
     "scoring/redpajama": ["tests/scoring/test_scoring_redpajama.py"],
@@ -47,7 +48,10 @@ MODULES: dict[str, list[str]] = {
     "pruning": ["tests/pruning/test_pruning.py", "tests/pruning/test_pruning_shards.py"],  # the sharded pruning too
     "metarater/core": ["tests/metarater/test_metarater_core.py", "tests/metarater/test_metarater_compare.py"],
     "metarater/compare": ["tests/metarater/test_metarater_compare.py"],
-    "selection/objectives": ["tests/selection/test_selection_objectives.py"],
+    # Objective.disf_hutchinson is tested with the DiSF tests (no test in test_selection_objectives.py reaches it)
+    "selection/objectives": ["tests/selection/test_selection_objectives.py",
+                             f"{_DISF}::test_hutchinson_estimate_is_unbiased_for_the_squared_norm",
+                             f"{_DISF}::test_datamask_with_hutchinson_steps_reports_the_exact_objective"],
     "selection/semdedup": ["tests/selection/test_selection_api.py", "-k", "semdedup"],
     "selection/dvrl": ["tests/selection/test_selection_api.py", "-k", "dvrl"],
     "selection/greedy": ["tests/selection/test_selection_greedy.py", "tests/selection/test_selection_disf.py"],
