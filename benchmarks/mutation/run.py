@@ -14,6 +14,9 @@ existing row is kept: it is where surviving mutants are explained, e.g. as equiv
     # one module (names below), or several; --list prints them
     MUTMUT=/work/mutvenv/bin/mutmut bash benchmarks/mutation/run.sh scoring/merge
 
+    # from a git worktree (its data/ lacks the corpus): link another checkout's data/ instead
+    MUTMUT=/work/mutvenv/bin/mutmut bash benchmarks/mutation/run.sh pruning --data /work/main/data
+
 Survivors are listed in ``<work>/<module>/survivors.txt``; ``mutmut show <name>`` in
 ``<work>/<module>`` prints a mutant's diff.
 """
@@ -37,6 +40,7 @@ COLUMNS = ["module", "mutants", "killed", "survived", "timeout", "other", "kill_
 
 # module (under src/curation/) -> the test files that exercise it (the fast ones: no Kedro job, no subprocess),
 # then any other pytest arguments (a -k expression)
+_DISF = "tests/selection/test_selection_disf.py"
 MODULES: dict[str, list[str]] = {
     "scoring/merge": ["tests/scoring/test_scoring_merge.py"],
     "scoring/redpajama": ["tests/scoring/test_scoring_redpajama.py"],
@@ -44,7 +48,10 @@ MODULES: dict[str, list[str]] = {
     "pruning": ["tests/pruning/test_pruning.py", "tests/pruning/test_pruning_shards.py"],  # the sharded pruning too
     "metarater/core": ["tests/metarater/test_metarater_core.py", "tests/metarater/test_metarater_compare.py"],
     "metarater/compare": ["tests/metarater/test_metarater_compare.py"],
-    "selection/objectives": ["tests/selection/test_selection_objectives.py"],
+    # Objective.disf_hutchinson is tested with the DiSF tests (no test in test_selection_objectives.py reaches it)
+    "selection/objectives": ["tests/selection/test_selection_objectives.py",
+                             f"{_DISF}::test_hutchinson_estimate_is_unbiased_for_the_squared_norm",
+                             f"{_DISF}::test_datamask_with_hutchinson_steps_reports_the_exact_objective"],
     "selection/semdedup": ["tests/selection/test_selection_api.py", "-k", "semdedup"],
     "selection/dvrl": ["tests/selection/test_selection_api.py", "-k", "dvrl"],
     "selection/greedy": ["tests/selection/test_selection_greedy.py", "tests/selection/test_selection_disf.py"],
@@ -71,7 +78,7 @@ timeout_multiplier = 2.0
 RESULT_LINE = re.compile(r"^\s*(\S+__mutmut_\d+):\s*(.+?)\s*$")
 
 
-def prepare(module: str, tests: list[str], work: Path) -> Path:
+def prepare(module: str, tests: list[str], work: Path, data: Path = REPO / "data") -> Path:
     """A scratch project for one module: its own pyproject.toml with the [tool.mutmut] section."""
     root = work / module.replace("/", "__")
     if root.exists():
@@ -80,7 +87,7 @@ def prepare(module: str, tests: list[str], work: Path) -> Path:
     for name in ("src", "tests", "conf"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "local"))
     (root / "conf" / "local").mkdir(exist_ok=True)
-    (root / "data").symlink_to(REPO / "data")  # read-only inputs (the corpus); mutmut copies it into mutants/
+    (root / "data").symlink_to(data.resolve())  # read-only inputs (the corpus); mutmut copies it into mutants/
     pyproject = (REPO / "pyproject.toml").read_text()
     section = MUTMUT_SECTION.format(module_file=f"src/curation/{module}.py",
                                     tests=", ".join(f'"{t}"' for t in tests))
@@ -96,8 +103,9 @@ def counts(statuses: list[str]) -> dict[str, int]:
             "other": len(statuses) - killed - survived - timeout}
 
 
-def run_module(module: str, mutmut: str, work: Path, max_children: int) -> dict[str, object]:
-    root = prepare(module, MODULES[module], work)
+def run_module(module: str, mutmut: str, work: Path, max_children: int,
+               data: Path = REPO / "data") -> dict[str, object]:
+    root = prepare(module, MODULES[module], work, data)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # mutmut puts mutants/src first itself
     env.update(KEDRO_DISABLE_TELEMETRY="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg")
     started = time.perf_counter()
@@ -140,6 +148,8 @@ def main() -> None:
     parser.add_argument("modules", nargs="*", help=f"modules to mutate (default: all): {', '.join(MODULES)}")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests")
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "curation-mutation")
+    parser.add_argument("--data", type=Path, default=REPO / "data",
+                        help="the data/ folder the tests read (the corpus, the models); default: this checkout's")
     parser.add_argument("--max-children", type=int, default=int(os.environ.get("MUTMUT_CHILDREN", "1")))
     args = parser.parse_args()
     if args.list:
@@ -152,7 +162,7 @@ def main() -> None:
     mutmut = os.environ.get("MUTMUT") or shutil.which("mutmut")
     if not mutmut:
         sys.exit("mutmut not found: set MUTMUT=/path/to/mutmut (see this script's docstring)")
-    rows = [run_module(m, mutmut, args.work, args.max_children) for m in args.modules or list(MODULES)]
+    rows = [run_module(m, mutmut, args.work, args.max_children, args.data) for m in args.modules or list(MODULES)]
     write(rows)
 
 

@@ -72,7 +72,7 @@ def prune(scores: pd.DataFrame, config: PruningConfig) -> tuple[np.ndarray, dict
         "dropped_nan_quality": float(n_nan),
         "kept_share": float(keep.mean()) if len(keep) else 0.0,
         "cut_quality": cut,
-        "quality_mean_before": float(np.nanmean(quality)) if finite.any() else float("nan"),
+        "quality_mean_before": float(quality[finite].mean()) if finite.any() else float("nan"),  # finite: not +-inf
         "quality_mean_after": float(quality[keep].mean()) if keep.any() else float("nan"),
     }
     return keep, report

@@ -96,3 +96,230 @@ def test_misaligned_inputs_and_nan_error_are_refused(inputs, tmp_path):
         prune_shards(scores, embeddings, PruningConfig(mode="bottom_pct", nan_policy="error"), tmp_path / "y")
     with pytest.raises(ValueError, match="no finite 'quality' score"):
         prune_shards(scores, embeddings, PruningConfig(nan_policy="error"), tmp_path / "z")
+
+
+# --- small hand-made shards, hand-computed results (issue #28: mutation testing) ---
+
+
+def _small(tmp_path, q, sizes, column="quality", dim=2, aligned_with=None):
+    """``q`` as a scores frame and an embeddings array (row i = [i, 0, ...]) in shards of ``sizes``."""
+    from tests.sharded_inputs import write_array, write_frame
+
+    q = np.asarray(q, dtype="float64")
+    frame = pd.DataFrame({"id": [f"d{i}" for i in range(len(q))], column: q})
+    cuts = np.split(np.arange(len(q)), np.cumsum(sizes)[:-1]) if sizes else []
+    vectors = np.zeros((len(q), dim), dtype=np.float32)
+    vectors[:, 0] = np.arange(len(q))
+    extra = {"aligned_with": aligned_with} if aligned_with else {}
+    scores = write_frame(frame, tmp_path / "s", cuts, "scoring", **extra)
+    emb = write_array(vectors, tmp_path / "e", cuts, "scoring", **extra)
+    return frame, scores, emb
+
+
+def _kept_ids(out):
+    return out.scores.to_frame()["id"].tolist()
+
+
+def test_plan_cut_of_distinct_scores(tmp_path):
+    from curation.pruning import plan_cut
+
+    # sorted: 1 2 3 4 6 7 8 9 10 11; 30% of 10 = 3 dropped (1, 2, 3): tie value 3 (one row), lowest kept 4
+    q = [3.0, 7.0, 9.0, 1.0, 8.0, 11.0, 4.0, 10.0, 2.0, 6.0]
+    frame, scores, emb = _small(tmp_path, q, [4, 6])
+    config = PruningConfig(mode="bottom_pct", bottom_pct=30.0)
+    cut = plan_cut(scores, config)
+    assert (cut.mode, cut.tie_value, cut.ties_to_drop, cut.cut_quality) == ("bottom_pct", 3.0,
+                                                                         {"part-00000": 1, "part-00001": 0}, 4.0)
+    out = prune_shards(scores, emb, config, tmp_path / "w")
+    assert _kept_ids(out) == ["d1", "d2", "d4", "d5", "d6", "d7", "d9"]
+    assert out.report["cut_quality"] == 4.0
+
+
+@pytest.mark.parametrize("pct, dropped, cut_quality", [(5.0, [], 1.0), (10.0, ["d3"], 2.0), (20.0, ["d3", "d8"], 3.0)])
+def test_sharded_bottom_pct_drops_none_one_or_two(tmp_path, pct, dropped, cut_quality):
+    from curation.pruning import plan_cut
+
+    q = [3.0, 7.0, 9.0, 1.0, 8.0, 11.0, 4.0, 10.0, 2.0, 6.0]  # floor(10 * pct / 100) = 0, 1, 2
+    frame, scores, emb = _small(tmp_path, q, [3, 3, 4])
+    config = PruningConfig(mode="bottom_pct", bottom_pct=pct)
+    out = prune_shards(scores, emb, config, tmp_path / "w")
+    assert sorted(set(frame["id"]) - set(_kept_ids(out))) == dropped
+    assert out.report["cut_quality"] == cut_quality
+    assert out.report["dropped_low_quality"] == len(dropped)
+    assert plan_cut(scores, config).mode == "bottom_pct"
+
+
+def test_sharded_cut_quality_is_the_lowest_kept_score_of_a_permutation(tmp_path):
+    # a permutation of 0..999 whose cut np.partition(values, [449])[450] alone gets wrong (489): the cut
+    # needs both kth; the lowest kept score is 450 whatever the selection algorithm
+    q = np.random.default_rng(220).permutation(1000).astype("float64")
+    frame, scores, emb = _small(tmp_path, q, [1000])
+    out = prune_shards(scores, emb, PruningConfig(mode="bottom_pct", bottom_pct=45.0), tmp_path / "w")
+    assert out.report["cut_quality"] == 450.0 and out.report["kept"] == 550
+
+
+def test_sharded_pruning_of_another_score_column(tmp_path):
+    from curation.pruning import plan_cut, quality_column
+
+    q = [5.0, 1.0, 3.0, 2.0]
+    frame, scores, emb = _small(tmp_path, q, [2, 2], column="merged")
+    config = PruningConfig(mode="bottom_pct", bottom_pct=50.0, score_column="merged")
+    assert plan_cut(scores, config).cut_quality == 3.0
+    assert _kept_ids(prune_shards(scores, emb, config, tmp_path / "w")) == ["d0", "d2"]
+    assert quality_column(scores, "merged").tolist() == q
+    with pytest.raises(KeyError, match=r"pruning needs the column 'quality'; scores have \['id', 'merged'\]"):
+        quality_column(scores)  # the default column
+    for mode in ("threshold", "bottom_pct"):
+        with pytest.raises(KeyError, match=r"pruning needs the column 'quality'; scores have \['id', 'merged'\]"):
+            plan_cut(scores, PruningConfig(mode=mode))
+
+
+def test_quality_column_default_and_no_shards(tmp_path):
+    from curation.pruning import quality_column
+
+    frame, scores, emb = _small(tmp_path / "a", [2.0, np.nan, 4.0], [1, 2])
+    column = quality_column(scores)
+    assert column.dtype == np.float64 and column[0] == 2.0 and np.isnan(column[1]) and column[2] == 4.0
+    frame, none, _ = _small(tmp_path / "b", [], [])
+    empty = quality_column(none)
+    assert empty.dtype == np.float64 and empty.shape == (0,)
+
+
+def test_sharded_report_without_any_shard_or_row(tmp_path):
+    # no shard: every count is 0, every mean NaN, the histogram all zeros (prune() on an empty frame agrees)
+    frame, scores, emb = _small(tmp_path / "none", [], [])
+    config = PruningConfig(mode="bottom_pct")
+    out = prune_shards(scores, emb, config, tmp_path / "w0")
+    expected = prune(frame, config)[1]
+    assert {k: v for k, v in out.report.items() if not np.isnan(v)} == {
+        "docs_in": 0.0, "kept": 0.0, "dropped_low_quality": 0.0, "dropped_nan_quality": 0.0, "kept_share": 0.0}
+    assert all(np.isnan(out.report[k]) and np.isnan(expected[k])
+               for k in ("cut_quality", "quality_mean_before", "quality_mean_after"))
+    assert out.table["docs_before"].tolist() == [0] * 16 and out.table["docs_after"].tolist() == [0] * 16
+    # shards, but every row unscored: NaN cut (bottom_pct), counted drops
+    frame, scores, emb = _small(tmp_path / "nan", [np.nan, np.nan, np.nan], [1, 2])
+    out = prune_shards(scores, emb, config, tmp_path / "w1")
+    assert (out.report["docs_in"], out.report["kept"], out.report["dropped_nan_quality"]) == (3.0, 0.0, 3.0)
+    assert out.report["kept_share"] == 0.0
+    assert all(np.isnan(out.report[k]) for k in ("cut_quality", "quality_mean_before", "quality_mean_after"))
+
+
+def test_sharded_infinite_scores_agree_with_prune(tmp_path):
+    q = [np.inf, 5.0, 3.0, -np.inf, 7.0]
+    frame, scores, emb = _small(tmp_path, q, [2, 3])
+    keep, report = prune(frame, PruningConfig())
+    out = prune_shards(scores, emb, PruningConfig(), tmp_path / "w")
+    assert _kept_ids(out) == ["d1", "d4"]
+    assert out.report == report and report["quality_mean_before"] == 5.0
+
+
+def test_a_finished_run_is_read_back_without_a_pass(tmp_path, monkeypatch):
+    import curation.pruning as pruning
+
+    frame, scores, emb = _small(tmp_path, [3.0, 7.0, 9.0, 1.0, 8.0, 11.0, 4.0], [3, 4])
+    config = PruningConfig(mode="bottom_pct", bottom_pct=30.0)
+    first = prune_shards(scores, emb, config, tmp_path / "w")
+    assert first.scores.keep and first.embeddings.keep  # a result-cache entry: published as links
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("a finished run was redone")
+
+    monkeypatch.setattr(pruning, "plan_cut", no_pass)
+    monkeypatch.setattr(pruning, "_check_pair", no_pass)
+    again = prune_shards(scores, emb, config, tmp_path / "w")
+    assert again.report == first.report and again.report["cut_quality"] == 4.0
+    pd.testing.assert_frame_equal(again.table, first.table)
+    assert again.scores.root == first.scores.root and again.embeddings.root == first.embeddings.root
+    assert again.scores.to_frame().equals(first.scores.to_frame())
+    assert again.embeddings.fingerprint == first.embeddings.fingerprint
+    assert again.scores.keep and again.embeddings.keep
+
+
+def test_a_run_killed_before_its_report_is_finished_again(tmp_path):
+    # both manifests written, report.json not: not finished, so redone (and the report written)
+    frame, scores, emb = _small(tmp_path, [3.0, 7.0, 9.0, 1.0], [2, 2])
+    config = PruningConfig(mode="bottom_pct", bottom_pct=50.0)
+    first = prune_shards(scores, emb, config, tmp_path / "w")
+    (tmp_path / "w" / "report.json").unlink()
+    again = prune_shards(scores, emb, config, tmp_path / "w")
+    assert again.report == first.report and (tmp_path / "w" / "report.json").is_file()
+    assert _kept_ids(again) == ["d1", "d2"]
+
+
+def test_pruned_manifests_record_stage_config_and_inputs(tmp_path):
+    from curation.cache import config_key
+    from curation.pruning import PRUNING_VERSION
+    import dataclasses
+
+    frame, scores, emb = _small(tmp_path, [3.0, 7.0, 9.0, 1.0], [2, 2], aligned_with="docs-fp")
+    config = PruningConfig(threshold=5.0)
+    out = prune_shards(scores, emb, config, tmp_path / "w")
+    inputs = {"scores": scores.fingerprint, "embeddings": emb.fingerprint, "documents": "docs-fp"}
+    digest = config_key(PRUNING_VERSION, dataclasses.asdict(config))
+    for manifest in (out.scores.manifest, out.embeddings.manifest):
+        assert (manifest.stage, manifest.config_digest, manifest.remake) == (
+            "pruning", digest, "curate pipeline=pruning")
+    assert out.scores.manifest.kind == "frame" and out.embeddings.manifest.kind == "array"
+    assert out.scores.manifest.inputs == inputs
+    assert out.embeddings.manifest.inputs == {"pruned_scores": out.scores.fingerprint, **inputs}
+    other = prune_shards(scores, emb, PruningConfig(threshold=6.0), tmp_path / "w2")
+    assert other.scores.manifest.config_digest != digest
+
+
+def test_stale_or_wrong_kind_inputs_are_refused_with_the_remedy(tmp_path):
+    from curation.shards.lineage import LineageError
+
+    _, scores, _ = _small(tmp_path / "a", [1.0, 2.0], [1, 1], aligned_with="fp-a")
+    _, _, emb_b = _small(tmp_path / "b", [1.0, 2.0], [1, 1], aligned_with="fp-b")
+    with pytest.raises(LineageError, match="embeddings from documents fp-b: one is stale. "
+                                           r"Re-make both with `curate pipeline=scoring`"):
+        prune_shards(scores, emb_b, PruningConfig(), tmp_path / "w")
+    _, _, emb_one = _small(tmp_path / "c", [1.0, 2.0], [2])
+    with pytest.raises(LineageError, match=r"not aligned .*; re-make both with `curate pipeline=scoring`"):
+        prune_shards(scores, emb_one, PruningConfig(), tmp_path / "w")
+    with pytest.raises(ValueError, match=r"pruning: embeddings \(.*\) must be an array dataset"):
+        prune_shards(scores, scores, PruningConfig(), tmp_path / "w")
+
+
+def test_keep_mask_nan_policy_and_ties_of_an_unlisted_shard():
+    from curation.pruning import ShardCut, keep_mask
+
+    strict = PruningConfig(nan_policy="error")
+    q = np.array([5.0, 3.0, 6.0])
+    assert keep_mask(q, ShardCut("threshold", threshold=4.0), "part-00000", strict).tolist() == [True, False, True]
+    with pytest.raises(ValueError, match=r"shard part-00001: 2 documents have no finite 'quality' score"):
+        keep_mask(np.array([np.nan, 1.0, np.nan]), ShardCut("threshold", threshold=4.0), "part-00001", strict)
+    cut = ShardCut("bottom_pct", tie_value=5.0, ties_to_drop={"part-00000": 1})
+    q = np.array([5.0, 5.0, 3.0, 6.0])
+    assert keep_mask(q, cut, "part-00000", PruningConfig()).tolist() == [False, True, False, True]
+    assert keep_mask(q, cut, "part-00001", PruningConfig()).tolist() == [True, True, False, True]  # none listed
+
+
+def test_prune_shard_counts_by_hand():
+    from curation.pruning import ShardCut, prune_shard
+
+    # scores outside 0-15 are binned at the ends; an object column with None is read as floats
+    q = pd.Series([-0.5, 0.5, 4.5, 16.5, None, 2.0], dtype=object)
+    frame = pd.DataFrame({"id": list("abcdef"), "quality": q})
+    embeddings = np.arange(12, dtype=np.float64).reshape(6, 2)
+    result = prune_shard((frame, embeddings), "part-00000", config=PruningConfig(threshold=0.0),
+                         cut=ShardCut("threshold", threshold=0.0))
+    assert result.outputs["pruned_scores"]["id"].tolist() == ["b", "c", "d", "f"]
+    pruned = result.outputs["pruned_embeddings"]
+    assert pruned.dtype == np.float32 and pruned.tolist() == [[2, 3], [4, 5], [6, 7], [10, 11]]
+    before = [2, 0, 1, 0, 1] + [0] * 10 + [1]
+    after = [1, 0, 1, 0, 1] + [0] * 10 + [1]
+    assert result.stats == {
+        "docs_in": 6, "kept": 4, "dropped_low_quality": 1, "dropped_nan_quality": 1,
+        "quality_sum_before": 23.0, "quality_finite": 5, "quality_sum_after": 23.5,
+        **{f"hist_before_{i}": c for i, c in enumerate(before)}, **{f"hist_after_{i}": c for i, c in enumerate(after)}}
+    # every shard reports all 16 bins (also when its top bins are empty); a kept negative score is bin 0
+    low = pd.DataFrame({"id": ["a", "b"], "quality": [-2.0, 3.5]})
+    result = prune_shard((low, None), "part-00001", config=PruningConfig(threshold=-3.0),
+                         cut=ShardCut("threshold", threshold=-3.0))
+    assert "pruned_embeddings" not in result.outputs
+    assert [result.stats[f"hist_before_{i}"] for i in range(16)] == [1, 0, 0, 1] + [0] * 12
+    assert [result.stats[f"hist_after_{i}"] for i in range(16)] == [1, 0, 0, 1] + [0] * 12
+    assert len(result.stats) == 7 + 32
+    with pytest.raises(ValueError, match="shard part-00003: scores have 6 rows but embeddings 5"):
+        prune_shard((frame, embeddings[:5]), "part-00003", config=PruningConfig(), cut=ShardCut("threshold", 4.0))
