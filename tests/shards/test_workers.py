@@ -114,7 +114,11 @@ def test_a_failed_shard_is_named_and_a_rerun_runs_only_the_unfinished_shards(tmp
         assert any(f"in shard {bad}" in note for note in info.value.__notes__)  # printed with the trace
     writer = ShardWriter(tmp_path / "signals")
     finished = {t.name for t in shards if writer.is_complete(t.name)}
-    assert bad not in finished and finished >= {shards[0].name}  # shard 0 ended before shard 2 was submitted
+    # shard 2 is submitted only when shard 0 or 1 has ended; a worker that dies breaks the pool and takes the
+    # other running shard with it, so which of 0 and 1 finished depends on timing (raised: both)
+    assert bad not in finished and finished & {shards[0].name, shards[1].name}
+    if not die:
+        assert finished >= {shards[0].name, shards[1].name}  # running shards finish before the error propagates
     before = _stats_mtimes(tmp_path / "signals")
     assert set(before) == finished
 
