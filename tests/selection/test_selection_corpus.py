@@ -86,11 +86,9 @@ def test_a_corpus_recipe_with_an_unknown_method_or_key_fails_when_the_config_is_
 @pytest.mark.parametrize("experiment", ["table2_tiny", "ufw_rank_agreement"])
 def test_every_corpus_recipe_of_the_evidence_experiments_is_a_valid_selection(experiment):
     from curation.config_loader import compose_config
-    from curation.selection.config import parse_selection_config
 
     cfg = compose_config(REPO / "conf", overrides=[f"experiment={experiment}"])
     recipes = cfg["table2"]["corpora"] if experiment == "table2_tiny" else cfg["verification"]["candidates"]
     assert {"raw", "semdedup", "edu", "ultrafineweb", "dclm", "greedy_disf", "datamask_paper", "datamask"} <= set(recipes)
     for name, recipe in recipes.items():
-        if recipe["method"] != "selection":
-            parse_selection_config(recipe["method"], recipe["config"])  # raises on a wrong method or key
+        CorpusSpec(**recipe).validate(name)  # raises on a wrong method or key

@@ -177,13 +177,6 @@ def decision_values(runs: pd.DataFrame) -> pd.DataFrame:
         columns=["corpus", "seed", "metric", "value"])
 
 
-def _null_rate(df: float) -> float:
-    """P(|t| > 2) for Student's t with ``df`` degrees of freedom: how often the 2-SE rule decides a null pair."""
-    from scipy.stats import t as student_t
-
-    return float(2.0 * student_t.sf(2.0, df)) if np.isfinite(df) and df > 0 else float("nan")
-
-
 def paper_verdict(table: pd.DataFrame, metrics: list[str], corpora: list[str]) -> list[str]:
     """The decisions set against the paper's Table 2 order (1.5B dense averages of each corpus's analogue):
     per metric, how many decided pairs agree with the paper and how many contradict it, and the
@@ -216,7 +209,7 @@ def paper_verdict(table: pd.DataFrame, metrics: list[str], corpora: list[str]) -
 
 def table2_decisions(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """(pairwise decisions, seed sd per metric, notes) of the Table 2 cells."""
-    from curation.reporting.decisions import decisions, seed_sd
+    from curation.reporting.decisions import decisions, null_decision_rate, seed_sd
 
     values = decision_values(runs)
     corpora = _order(list(dict.fromkeys(values["corpus"])))
@@ -232,7 +225,7 @@ def table2_decisions(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, li
         df = decided["df"].min()
         notes.append(f"How strong a 2-SE decision is: with {int(decided['seeds'].min())} seeds (t with {df:.0f} "
                      f"degrees of freedom) a difference that is truly zero clears 2 SE with probability "
-                     f"{_null_rate(df):.2f}; {strict} of these {len(decided)} decisions also pass a two-sided "
+                     f"{null_decision_rate(df):.2f}; {strict} of these {len(decided)} decisions also pass a two-sided "
                      "t-test at p < 0.05. The seeds vary initialisation and data order only: the evaluation "
                      "items are the same for every corpus, so item sampling is not in the standard errors.")
     notes += [f"{r['verdict']} (p = {r['p_value']:.2g})" for _, r in decided.iterrows()]
