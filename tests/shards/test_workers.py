@@ -121,11 +121,15 @@ def test_a_failed_shard_is_named_and_a_rerun_runs_only_the_unfinished_shards(tmp
         assert finished >= {shards[0].name, shards[1].name}  # running shards finish before the error propagates
     before = _stats_mtimes(tmp_path / "signals")
     assert set(before) == finished
+    # what a writer killed mid-save leaves (a dying worker's pool takes the other running shard with it)
+    stale = tmp_path / "signals" / "shards" / f".{bad}.parquet.tmp-0badf00d"
+    stale.write_bytes(b"")
 
     stats = run_shards(partial(_flaky, bad=None), shards, out, TWO, desc="signals")  # fixed: re-run
     after = _stats_mtimes(tmp_path / "signals")
     assert {n: after[n] for n in finished} == before  # the finished shards were skipped
     assert set(after) == {t.name for t in shards} and [s["rows"] for s in stats] == [40] * 5
+    assert not stale.exists()  # the re-run removed what the killed writers left
     clean = tmp_path / "clean"
     run_shards(signals_shard, shards, {"signals": (clean, "frame")}, EngineConfig(workers=1))
     assert shard_bytes(tmp_path / "signals") == shard_bytes(clean)

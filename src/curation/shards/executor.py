@@ -157,6 +157,9 @@ def run_shards(
     skipped = len(tasks) - len(pending)
     if skipped:
         log.info("%s: %d of %d shards already finished, skipped", desc, skipped, len(tasks))
+    stale = sum(w.clear_staging(t.name) for t in pending for w in writers.values())
+    if stale:
+        log.info("%s: removed %d temporary file(s) an interrupted run left", desc, stale)
     if engine.engine == "local" and (engine.workers <= 1 or len(pending) <= 1):
         for i, task in enumerate(pending, 1):
             stats = run_one(fn, task, outputs)

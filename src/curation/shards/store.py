@@ -75,6 +75,18 @@ class ShardWriter:
         atomic_write(self.shard_path(name), lambda p: save_npy(p, array))
         return ShardInfo(name, int(array.shape[0]), array_digest(array))
 
+    def clear_staging(self, name: str) -> int:
+        """Delete the temporary files (``.<file>.tmp-*``) of shard ``name`` that a killed writer left
+        (a worker that died, or a pool shut down under a running shard); return how many. Only for a
+        shard about to be re-run: one folder has one writer per shard, so none of these is in use."""
+        removed = 0
+        for folder, stem in ((self.root / SHARDS, name), (self.root / COMPLETIONS, name), (self.root / STATS, name)):
+            if folder.is_dir():
+                for stale in folder.glob(f".{stem}.*tmp-*"):
+                    stale.unlink(missing_ok=True)
+                    removed += 1
+        return removed
+
     def write_stats(self, name: str, stats: dict) -> None:
         atomic_write_text(self.root / STATS / f"{name}.json", json.dumps(stats, sort_keys=True))
 
