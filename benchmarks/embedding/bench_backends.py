@@ -7,7 +7,12 @@ and evaluated, plus a uniform random fill from the rest of the corpus). Rows:
 - ``plain``: ``SentenceTransformer.encode`` (batch 32, normalised): the library baseline;
 - ``torch``: ours, PyTorch (``embedding=minilm``): the reference for every agreement number;
 - ``onnx_fp32`` / ``onnx_int8``: ONNX Runtime (``embedding=minilm_onnx``, quantize none/int8);
-- ``static``: model2vec distilled from the same MiniLM (``embedding=static``).
+- ``static``: model2vec distilled from the same MiniLM (``embedding=static``);
+- ``static_trained``: that model trained with tokenlearn on the bundled corpus
+  (``models/static-tokenlearn-minilm``, ``scripts/train_static_embedder.py``).
+
+Documents: the fill is drawn only from the documents the trained model was not trained on
+(``curation.embedding.tokenlearn.is_held_out``).
 
 Columns: wall docs/s and docs per CPU-second (the second is robust to other
 processes on a shared machine), max/mean 1 - cos to ``torch`` (for 256-d
@@ -39,6 +44,7 @@ import glob
 import os
 import platform
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +59,11 @@ def load_documents(n: int, seed: int = 0) -> pd.DataFrame:
     files = sorted(glob.glob(str(ROOT / "data" / "01_raw" / "corpus" / "corpus-*.parquet")))
     df = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
     forced = np.flatnonzero(df["source"].isin(FORCED_SOURCES).to_numpy())
-    rest = np.setdiff1d(np.arange(len(df)), forced)
+    # the fill comes from the documents the trained static model never saw (its held-out share), so
+    # every row is judged on text none of the embedders was fitted to
+    from curation.embedding.tokenlearn import is_held_out
+
+    rest = np.setdiff1d(np.flatnonzero(is_held_out(df["id"], df["source"])), forced)
     fill = np.random.default_rng(seed).choice(rest, size=max(0, n - len(forced)), replace=False)
     return df.iloc[np.sort(np.r_[forced, fill])].reset_index(drop=True)
 
@@ -80,7 +90,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--budget", type=int, default=200)
     ap.add_argument("--steps", type=int, default=300, help="DataMask steps per selection")
+    ap.add_argument("--seeds", type=int, default=5, help="DataMask seeds per selection (gain shares: mean +- SE)")
     ap.add_argument("--only", default="", help="comma-separated subset of rows (debugging)")
+    ap.add_argument("--static-model", default="models/static-tokenlearn-minilm",
+                    help="the static_trained row's model folder")
+    ap.add_argument("--static-dim", type=int, default=256, help="its width")
     ap.add_argument("--out", default=str(RESULTS / "embedding_backends"))
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--log-only", action="store_true", help="log an existing CSV/PNG to MLflow (no re-run)")
@@ -110,6 +124,9 @@ def main() -> None:
         "onnx_int8": EmbedderConfig(**base, backend="onnx", batch_size=32, quantize="int8"),
         "static": EmbedderConfig(**base, backend="static", dim=256, pca_dims=256, max_seq_length=256,
                                  batch_size=1024, sort_by_length=False),
+        # the same distilled model trained with tokenlearn on the corpus's other documents
+        "static_trained": EmbedderConfig(**base, backend="static", dim=args.static_dim, max_seq_length=256, batch_size=1024,
+                                         sort_by_length=False, static_model=args.static_model),
     }
     only = set(filter(None, args.only.split(",")))
     vectors: dict[str, np.ndarray] = {}
@@ -149,28 +166,39 @@ def main() -> None:
     rnd = [np.sort(rng.choice(n, args.budget, replace=False)) for _ in range(10)]
     sel_cfg = {"lam": 0.0, "standardize": False, "steps": args.steps, "group_size": 64, "batch_ratio": 1.0,
                "history_every": 1000, "final": "topk"}
-    selections: dict[str, dict[str, np.ndarray]] = {}
-    noise: dict[str, float] = {}
+    seeds = list(range(args.seeds))
+    selections: dict[str, dict[str, list[np.ndarray]]] = {}
+    noise: dict[str, list[float]] = {}
     for name, v in vectors.items():
         selections[name] = {}
         for div in ("pws", "fl"):
-            s = sel_api.select("datamask", quality=np.zeros(n), embeddings=v, budget=args.budget,
-                               config={**sel_cfg, "diversity": div}, seed=0)
-            selections[name][div] = s.indices
-            if name == "torch":  # the noise floor: MiniLM's own selection from another seed
-                selections["torch_seed1"] = selections.get("torch_seed1", {})
-                selections["torch_seed1"][div] = sel_api.select(
-                    "datamask", quality=np.zeros(n), embeddings=v, budget=args.budget,
-                    config={**sel_cfg, "diversity": div}, seed=1).indices
+            selections[name][div] = [sel_api.select("datamask", quality=np.zeros(n), embeddings=v, budget=args.budget,
+                                                    config={**sel_cfg, "diversity": div}, seed=seed).indices
+                                     for seed in seeds]
         selections[name]["semdedup_removed"] = np.setdiff1d(np.arange(n), sel_api.select(
             "semdedup", quality=np.zeros(n), embeddings=v, budget=int(0.9 * n), config={"n_clusters": 50}, seed=0).indices)
 
     fl_ref = lambda e, q, i: facility_location(e, q, i, reference_size=n)  # noqa: E731
-    for div, fn in (("pws", pairwise_similarity), ("fl", fl_ref)):
-        noise[div] = round(gain_share(ref, selections["torch_seed1"][div], selections["torch"][div], rnd, fn), 4)
-    print("noise floor (MiniLM, seed 1 vs seed 0):", noise, flush=True)
+    judges = {"pws": pairwise_similarity, "fl": fl_ref}
+
+    def shares(name: str, div: str, shift: int = 0) -> list[float]:
+        """Per seed: the share of MiniLM's own gain (its selection with the same seed) that ``name``'s
+        selection with seed + ``shift`` keeps."""
+        mine, own = selections[name][div], selections["torch"][div]
+        return [gain_share(ref, mine[(i + shift) % len(seeds)], own[i], rnd, judges[div]) for i in range(len(seeds))]
+
+    def mean_se(values: list[float]) -> tuple[float, float]:
+        v = np.asarray(values, dtype=float)
+        return round(float(v.mean()), 4), round(float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0, 4)
+
+    for div in judges:  # the noise floor: MiniLM's own selection from another seed
+        noise[div] = list(mean_se(shares("torch", div, shift=1))) if len(seeds) > 1 else [float("nan"), 0.0]
+    print("noise floor (MiniLM, another seed):", noise, flush=True)
     ref_pairs = {t: top_pairs(ref, threshold=t) for t in (0.8, 0.9)}
+    # the Edu head trained on these documents' own annotations (not the shared reference heads, which are
+    # trained in one embedding space): ROC-AUC on their held-out human labels
     scoring_cfg = ScoringConfig(raters=["edu"])
+    scoring_cfg = replace(scoring_cfg, training=replace(scoring_cfg.training, source="corpus"))
     for row in rows:
         name, v = row["embedder"], vectors[row["embedder"]]
         if v.shape[1] == ref.shape[1]:
@@ -178,10 +206,10 @@ def main() -> None:
             row["max_1_minus_cos"], row["mean_1_minus_cos"] = float(d.max()), float(d.mean())
         else:
             row["max_1_minus_cos"] = row["mean_1_minus_cos"] = float("nan")
-        row["pws_gain_share"] = round(gain_share(ref, selections[name]["pws"], selections["torch"]["pws"], rnd,
-                                                 pairwise_similarity), 4)
-        row["fl_gain_share"] = round(gain_share(ref, selections[name]["fl"], selections["torch"]["fl"], rnd, fl_ref), 4)
-        row["pws_gain_share_minilm_seed1"], row["fl_gain_share_minilm_seed1"] = noise["pws"], noise["fl"]
+        for div in judges:  # mean over seeds, with its standard error
+            row[f"{div}_gain_share"], row[f"{div}_gain_share_se"] = mean_se(shares(name, div))
+            row[f"{div}_gain_share_minilm_other_seed"], row[f"{div}_gain_share_minilm_other_seed_se"] = noise[div]
+        row["selection_seeds"] = len(seeds)
         for t, pairs in ref_pairs.items():
             mine = top_pairs(v, threshold=t)
             row[f"ref_pairs@cos>={t}"] = len(pairs)

@@ -105,6 +105,9 @@ def _check_embedding(cfg: Any) -> None:
     at_least("num_threads", cfg.num_threads, 0)  # 0 = torch's default
     one_of("dtype", cfg.dtype, ("float32", "float16"))
     one_of("quantize", cfg.quantize, ("none", "int8"))
+    if cfg.static_model:
+        check(cfg.backend == "static", "static_model", cfg.static_model,
+              f"only with backend=static (the backend is {cfg.backend}): null")
 
 
 def _schemas() -> dict[str, Any]:

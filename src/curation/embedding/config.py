@@ -65,6 +65,10 @@ class EmbedderConfig:
     parallel_min_docs: int = 20000
     # where derived models (ONNX exports, static models) are cached; null = data/06_models/embedding
     artifact_dir: str | None = None
+    # static backend: a trained model2vec folder (e.g. models/static-tokenlearn-minilm, the tokenlearn
+    # model; relative paths are from the project root) used as is instead of distilling model_name;
+    # dim must equal its width. null = distil model_name (pca_dims)
+    static_model: str | None = None
 
 
 @dataclass

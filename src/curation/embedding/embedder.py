@@ -108,6 +108,10 @@ def model_fingerprint(cfg: "EmbedderConfig") -> str:
     derived artifact's recipe, sources and library versions (static, onnx), else the model name."""
     from curation.embedding.artifacts import spec_digest
 
+    if cfg.backend == "static" and cfg.static_model:
+        from curation.embedding.static import trained_model_digest
+
+        return f"static-trained-{trained_model_digest(cfg.static_model)}"
     if cfg.backend == "static":
         from curation.embedding.static import static_spec
 

@@ -106,6 +106,35 @@ def _plain_tokenizer(model) -> None:
     model.tokenizer.no_truncation()
 
 
+MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+def trained_model_dir(path: str | Path) -> Path:
+    """The folder of a trained static model (``static_model``); relative paths are from the project root."""
+    from curation.paths import project_root
+
+    folder = Path(path).expanduser()
+    if not folder.is_absolute():
+        folder = project_root() / folder
+    missing = [f for f in MODEL_FILES if not (folder / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"static_model={path}: {folder} is not a model2vec folder (missing {missing}); "
+                                "scripts/train_static_embedder.py makes one")
+    return folder
+
+
+def trained_model_digest(path: str | Path) -> str:
+    """sha256 of a trained static model's files: cached vectors follow a retrained model."""
+    import hashlib
+
+    folder = trained_model_dir(path)
+    h = hashlib.sha256()
+    for name in MODEL_FILES:
+        h.update(name.encode())
+        h.update(hashlib.sha256((folder / name).read_bytes()).digest())
+    return h.hexdigest()[:20]
+
+
 def load_static_model(folder: Path):
     """A model2vec ``StaticModel`` from an artifact folder (once per process)."""
     key = str(folder)
@@ -154,13 +183,16 @@ class StaticEmbedder:
         check_common(cfg)
         self.cfg = cfg
         root = Path(cfg.artifact_dir) if cfg.artifact_dir else None
+        if folder is None and cfg.static_model:
+            folder = trained_model_dir(cfg.static_model)
         self.folder = Path(folder) if folder is not None else build_static_model(cfg.model_name, cfg.pca_dims, root)
         self.manifest = read_manifest(self.folder) if (self.folder / "manifest.json").is_file() else {}
         self.model = load_static_model(self.folder)
         width = int(self.model.dim)
         if width != cfg.dim:
+            hint = "its width" if cfg.static_model else f"pca_dims={cfg.pca_dims}"
             raise ValueError(f"static model {self.folder.name} gives {width}-d vectors, config says dim={cfg.dim}"
-                             f" (set dim to pca_dims={cfg.pca_dims})")
+                             f" (set dim to {hint})")
         self.max_length = cfg.max_seq_length or 256
 
     @property
