@@ -20,13 +20,24 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kedro.io import AbstractVersionedDataset, DatasetError
 from kedro.io.core import AbstractDataset, Version, get_protocol_and_path
 
 from curation.cache import atomic_folder
-from curation.lm.checkpoint import LMCheckpoint  # noqa: F401 -- the value these datasets store
+if TYPE_CHECKING:
+    from curation.lm.checkpoint import LMCheckpoint  # the value LMCheckpointDataset stores
+
+
+def __getattr__(name: str):
+    # ``curation.lm`` imports torch; every process imports this module (the catalog's datasets, shard
+    # workers included), so the checkpoint class is imported on first use (~1.3 s, ~200 MB saved)
+    if name == "LMCheckpoint":
+        from curation.lm.checkpoint import LMCheckpoint
+
+        return LMCheckpoint
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -120,6 +131,7 @@ class LMCheckpointDataset(AbstractVersionedDataset):
 
     def load(self) -> LMCheckpoint:
         from curation.lm import load_model, load_tokenizer
+        from curation.lm.checkpoint import LMCheckpoint
 
         folder = Path(str(self._get_load_path()))
         meta = json.loads((folder / "config.json").read_text())
