@@ -103,3 +103,36 @@ def test_a_plain_corpus_is_scored_by_the_shared_reference_raters_the_same_every_
         model = Path(first.raters[name].cfg.pretrained_path).resolve()
         assert model.parent.parent == shared and model.parent.name.startswith(f"ref-{name}-")
         assert model.stat().st_size < 100 * 2**20  # quantized
+
+
+def test_the_fit_on_a_worker_pool_equals_the_fit_in_the_driver(plain_scored, tmp_path):
+    """DSIR's raw counts and the merge components computed per shard on two workers
+    (``SamplePasses``) give the fit the driver computes alone: the same merge map, DSIR models and
+    scores, bit for bit."""
+    from curation.embedding import make_embedder
+    from curation.scoring.persistence import load_raters
+    from curation.scoring.sharded import fit_on_sample
+    from curation.shards import EngineConfig
+    from tests.scoring.conftest import write_shards
+
+    plain, (first, _) = plain_scored
+    embedder = make_embedder(_default_embedding())
+    vectors = embedder.encode(plain["text"].tolist()).embeddings
+    documents = write_shards(plain, tmp_path / "documents", 4)
+    embeddings = write_shards(vectors, tmp_path / "embeddings", 4, stage="embedding", aligned_with=documents.fingerprint)
+    cfg = ScoringConfig()
+    fits = {}
+    for workers in (1, 2):
+        fit_dir = tmp_path / f"fit-w{workers}"
+        metrics = fit_on_sample(documents, embeddings, cfg, fit_dir, embedder=embedder,
+                                engine=EngineConfig(workers=workers))
+        fits[workers] = (metrics, fit_dir)
+        assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # the passes' work folder is gone
+    (m1, d1), (m2, d2) = fits[1], fits[2]
+    assert {k: v for k, v in m1.items() if "seconds" not in k} == {k: v for k, v in m2.items() if "seconds" not in k}
+    with np.load(d1 / "merge_map.npz") as a, np.load(d2 / "merge_map.npz") as b:
+        assert set(a.files) == set(b.files) and all(np.array_equal(a[f], b[f]) for f in a.files)
+    r1, r2 = load_raters(d1 / "raters"), load_raters(d2 / "raters")
+    for name in [n for n in r1 if n.endswith("_importance")]:
+        assert np.array_equal(r1[name].log_diff, r2[name].log_diff), name
+    assert any(n.endswith("_importance") for n in r1)  # DSIR's raw side came from the pool

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -125,7 +125,9 @@ def _resolve_reference(cfg: ScoringConfig, embedder, reference: ReferenceRaters 
 
 
 def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig,
-               embedder=None, reference: ReferenceRaters | None = None) -> tuple[dict[str, Any], dict[str, float]]:
+               embedder=None, reference: ReferenceRaters | None = None,
+               dsir_raw_counts: Callable[[DSIRImportance], np.ndarray] | None = None,
+               ) -> tuple[dict[str, Any], dict[str, float]]:
     """The configured raters for ``sample`` (columns ``id``, ``text``; with ``training.source=corpus``
     also ``extra`` or ``category``, ``quality_label``) and its row-aligned ``embeddings``.
 
@@ -133,7 +135,11 @@ def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scoring
     loaded by :func:`curation.scoring.reference.ensure_reference` when None; the heads' embedding space
     is ``embedder.cfg``); only DSIR's raw model is fitted on the sample. ``corpus``: all are trained on
     the sample. Raters in ``cfg.pretrained_dir`` (or a fastText ``pretrained_path``) are loaded instead
-    either way. Returns the raters and the fit's metrics."""
+    either way. Returns the raters and the fit's metrics.
+
+    ``dsir_raw_counts(hasher)``: DSIR's raw-side bucket counts of the sample (``training.source=reference``),
+    computed by the caller (e.g. per shard on a worker pool: a sum of integer counts, so exact in any
+    order); None = hash the sample's texts here."""
     sample = sample.reset_index(drop=True)
     on_corpus = cfg.training.source == "corpus"
     if on_corpus:
@@ -216,7 +222,9 @@ def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scoring
         names = [f"{target}_importance" for target in cfg.dsir.targets]
         to_fit = [t for t, n in zip(cfg.dsir.targets, names) if n not in pretrained]
         raw_counts = reference.dsir_counts.get("__raw__")
-        if to_fit and raw_counts is None:
+        if to_fit and raw_counts is None and dsir_raw_counts is not None:
+            raw_counts = timed("dsir/features", lambda: dsir_raw_counts(DSIRImportance(cfg.dsir.model)))
+        elif to_fit and raw_counts is None:
             z = timed("dsir/features", lambda: DSIRImportance(cfg.dsir.model).features(sample["text"].tolist()))
             raw_counts = np.asarray(z.sum(axis=0)).ravel()
             del z
@@ -333,27 +341,40 @@ APPLY_CHUNK_DOCS = 10_000  # rows per apply_scoring call when the fit scores its
 
 
 def fit_scoring(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig,
-                embedder=None, reference: ReferenceRaters | None = None) -> FittedScoring:
+                embedder=None, reference: ReferenceRaters | None = None, *,
+                dsir_raw_counts: Callable[[DSIRImportance], np.ndarray] | None = None,
+                sample_components: Callable[[dict[str, Any], list[str]], pd.DataFrame] | None = None,
+                ) -> FittedScoring:
     """Raters (:func:`fit_raters`), the merge map from ``sample`` (and its row-aligned embeddings) and
     the eval ROC-AUC on the held-out human labels: the reference's (``training.source=reference``) or
-    the sample's own (``corpus``)."""
+    the sample's own (``corpus``).
+
+    The two passes over the whole sample can be handed to the caller, which may spread them over a
+    worker pool (``curation.scoring.sharded``): ``dsir_raw_counts`` (see :func:`fit_raters`) and
+    ``sample_components(raters, columns)``, the sample's scores in ``columns`` in sample order (what
+    :func:`apply_scoring` gives: a document's scores depend on that document alone)."""
     sample = sample.reset_index(drop=True)
     reference = _resolve_reference(cfg, embedder, reference)
-    raters, metrics = fit_raters(sample, embeddings, cfg, embedder, reference)
+    raters, metrics = fit_raters(sample, embeddings, cfg, embedder, reference, dsir_raw_counts)
     merge = None
     components = {*cfg.merge.components, cfg.merge.reference}
     if components <= set(_columns(cfg, raters)):
         # the sample's component scores define the map (DATAMASK A.5 quantile mapping)
         t0 = time.perf_counter()
-        # in chunks: a rater's per-call copies (preprocessed texts, features) stay bounded by the chunk
-        parts = []
-        for start in range(0, len(sample), APPLY_CHUNK_DOCS):
-            rows = slice(start, start + APPLY_CHUNK_DOCS)
-            emb = None if embeddings is None else embeddings[rows]
-            parts.append(apply_scoring(sample.iloc[rows].reset_index(drop=True), emb, cfg, raters, None,
-                                       only=components)[0])
-        part = pd.concat(parts, ignore_index=True) if parts else apply_scoring(sample, embeddings, cfg, raters, None,
-                                                                                only=components)[0]
+        if sample_components is not None:
+            part = sample_components(raters, sorted(components))
+            if len(part) != len(sample) or not (part["id"].to_numpy() == sample["id"].to_numpy()).all():
+                raise RuntimeError("sample_components returned other rows than the sample's, or in another order")
+        else:
+            # in chunks: a rater's per-call copies (preprocessed texts, features) stay bounded by the chunk
+            parts = []
+            for start in range(0, len(sample), APPLY_CHUNK_DOCS):
+                rows = slice(start, start + APPLY_CHUNK_DOCS)
+                emb = None if embeddings is None else embeddings[rows]
+                parts.append(apply_scoring(sample.iloc[rows].reset_index(drop=True), emb, cfg, raters, None,
+                                           only=components)[0])
+            part = pd.concat(parts, ignore_index=True) if parts else \
+                apply_scoring(sample, embeddings, cfg, raters, None, only=components)[0]
         merge = MergeMap.fit(part, cfg.merge)
         metrics["merge/map_seconds"] = time.perf_counter() - t0
         metrics["merge/map_docs"] = float(len(sample))

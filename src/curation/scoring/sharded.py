@@ -81,6 +81,86 @@ def score_shard(loaded: tuple[pd.DataFrame, np.ndarray | None], name: str, *, fi
     return ShardResult({"scores": scores}, {**counts, "rows": len(scores)})
 
 
+# --- the fit's passes over the whole sample, one shard per task (a worker pool or Ray) -------------
+
+_RATERS: dict[str, dict[str, Any]] = {}
+
+
+def _raters_in(folder: str) -> dict[str, Any]:
+    """Raters saved for the fit's sample pass, loaded once per worker process."""
+    from curation.scoring.persistence import load_raters
+
+    if folder not in _RATERS:
+        _RATERS.clear()  # one fit at a time: the previous one's raters are not needed
+        _RATERS[folder] = load_raters(Path(folder))
+    return _RATERS[folder]
+
+
+def _sample_rows(frame: pd.DataFrame, emb: np.ndarray | None, threshold: int | None):
+    mask = sample_mask(frame["id"], threshold)
+    return frame[mask].reset_index(drop=True), (None if emb is None else emb[mask])
+
+
+def dsir_counts_shard(loaded, name: str, *, threshold: int | None, model: dict) -> ShardResult:
+    """DSIR's raw-side bucket counts of one shard's sample rows (a (1, buckets) array)."""
+    from curation.scoring.dsir import DSIRConfig, DSIRImportance
+
+    frame, _ = _sample_rows(loaded[0], None, threshold)
+    hasher = DSIRImportance(DSIRConfig(**model))
+    counts = np.asarray(hasher.features(frame["text"].tolist()).sum(axis=0)).reshape(1, -1) if len(frame) else \
+        np.zeros((1, hasher.cfg.buckets))
+    return ShardResult({"counts": counts}, {"rows": len(frame)})
+
+
+def components_shard(loaded, name: str, *, threshold: int | None, raters_dir: str, cfg: ScoringConfig,
+                     columns: tuple[str, ...]) -> ShardResult:
+    """The merge components (``columns``) of one shard's sample rows."""
+    frame, emb = _sample_rows(*loaded, threshold)
+    scores, _ = apply_scoring(frame, emb, cfg, _raters_in(raters_dir), None, only=set(columns))
+    return ShardResult({"components": scores}, {"rows": len(scores)})
+
+
+class SamplePasses:
+    """The fit's two passes over the whole sample (DSIR's raw counts, the merge components) as
+    per-shard tasks on ``engine``: what :func:`~curation.scoring.run.fit_scoring` otherwise does in
+    the driver, on one core. The outputs are identical (per-document scores; integer counts summed in
+    float64 are exact in any order), so the pool is used only when it has more than one worker."""
+
+    def __init__(self, documents: ShardedDataset, embeddings: ShardedDataset | None, cfg: ScoringConfig,
+                 threshold: int | None, engine: EngineConfig, work: Path):
+        self.documents, self.cfg, self.threshold, self.engine, self.work = documents, cfg, threshold, engine, work
+        self.emb_root = str(embeddings.root) if embeddings is not None and needs_embeddings(cfg) else None
+
+    def _run(self, fn, key: str, kind: str, folder: Path, emb: bool, desc: str) -> list[Any]:
+        tasks = [ShardTask(n, partial(_load_inputs, str(self.documents.root), self.emb_root if emb else None, n))
+                 for n in self.documents.names]
+        run_shards(fn, tasks, {key: (folder, kind)}, self.engine, desc=desc)
+        writer = ShardWriter(folder, kind)
+        return [pd.read_parquet(writer.shard_path(n)) if kind == "frame" else np.load(writer.shard_path(n))
+                for n in self.documents.names]
+
+    def dsir_raw_counts(self, hasher) -> np.ndarray:
+        from dataclasses import asdict
+
+        parts = self._run(partial(dsir_counts_shard, threshold=self.threshold, model=asdict(hasher.cfg)), "counts",
+                          "array", self.work / "dsir_counts", False, "scoring fit: DSIR raw counts")
+        return np.sum(np.concatenate(parts), axis=0)
+
+    def components(self, raters: dict[str, Any], columns: list[str]) -> pd.DataFrame:
+        from curation.scoring.persistence import save_raters
+
+        raters_dir = self.work / "raters"
+        save_raters({k: v for k, v in raters.items()}, raters_dir, None)
+        parts = self._run(partial(components_shard, threshold=self.threshold, raters_dir=str(raters_dir),
+                                  cfg=self.cfg, columns=tuple(columns)), "components", "frame",
+                          self.work / "components", True, "scoring fit: merge components")
+        return pd.concat(parts, ignore_index=True)
+
+
+def _pooled(engine: EngineConfig | None) -> bool:
+    return engine is not None and (engine.engine == "ray" or engine.workers > 1)
+
+
 def read_sample(documents: ShardedDataset, embeddings: ShardedDataset | None,
                 k: int) -> tuple[pd.DataFrame, np.ndarray | None]:
     """The fit sample (document order) and its embedding rows, read one shard at a time."""
@@ -98,9 +178,13 @@ def read_sample(documents: ShardedDataset, embeddings: ShardedDataset | None,
 
 def fit_on_sample(documents: ShardedDataset, embeddings: ShardedDataset | None, cfg: ScoringConfig,
                   fit_dir: str | Path, *, meta: Mapping[str, Any] | None = None, embedder=None,
-                  reference=None) -> dict[str, float]:
+                  reference=None, engine: EngineConfig | None = None) -> dict[str, float]:
     """Fit on the sample into ``fit_dir`` (skipped when a finished fit is there); its metrics.
-    ``reference``: the reference raters (``training.source=reference``; see ``fit_scoring``)."""
+    ``reference``: the reference raters (``training.source=reference``; see ``fit_scoring``).
+    ``engine`` with more than one worker (or Ray): the passes over the whole sample run per shard on
+    it (:class:`SamplePasses`), with the same result."""
+    import shutil
+
     from curation.scoring.persistence import save_raters
 
     fit_dir = Path(fit_dir)
@@ -108,7 +192,18 @@ def fit_on_sample(documents: ShardedDataset, embeddings: ShardedDataset | None, 
         return json.loads((fit_dir / FIT_METRICS).read_text())
     sample, vectors = read_sample(documents, embeddings if needs_embeddings(cfg) else None, cfg.fit_sample_docs)
     log.info("scoring: fitting on a sample of %d of %d documents", len(sample), len(documents))
-    fitted = fit_scoring(sample, vectors, cfg, embedder, reference)
+    hooks: dict[str, Any] = {}
+    work = fit_dir.with_name(f".{fit_dir.name}.sample-passes")
+    engine = engine or EngineConfig()  # as run_shards: the default local pool
+    if _pooled(engine):
+        shutil.rmtree(work, ignore_errors=True)  # a killed fit's partial passes: cheap to redo
+        threshold = sample_threshold((documents.read(n, ["id"])["id"] for n in documents.names), cfg.fit_sample_docs)
+        passes = SamplePasses(documents, embeddings, cfg, threshold, engine, work)
+        hooks = {"dsir_raw_counts": passes.dsir_raw_counts, "sample_components": passes.components}
+    try:
+        fitted = fit_scoring(sample, vectors, cfg, embedder, reference, **hooks)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     metrics = {k: float(v) for k, v in fitted.metrics.items()}
 
     def write(tmp: Path) -> None:
@@ -160,7 +255,8 @@ def score_shards(documents: ShardedDataset, embeddings: ShardedDataset | None, c
         raise ValueError("scoring: the edu / wiki raters need the documents' embeddings")
     out, fit_dir = folder / "scores", folder / "fit"
     hit = (out / "manifest.json").is_file() and (fit_dir / FIT_METRICS).is_file()
-    fit_metrics = fit_on_sample(documents, embeddings, cfg, fit_dir, meta=meta, embedder=embedder, reference=reference)
+    fit_metrics = fit_on_sample(documents, embeddings, cfg, fit_dir, meta=meta, embedder=embedder, reference=reference,
+                                engine=engine)
     if not hit:
         emb_root = str(embeddings.root) if embeddings is not None and needs_embeddings(cfg) else None
         tasks = [ShardTask(n, partial(_load_inputs, str(documents.root), emb_root, n)) for n in documents.names]
