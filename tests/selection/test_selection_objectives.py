@@ -115,10 +115,37 @@ def test_standardized_joint_is_zero_mean_unit_scale_on_random_sets(data):
 
 def test_single_set_functions_validate_indices(data):
     emb, q, _ = data
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="indices must be unique"):
         pairwise_similarity(emb, q, [1, 1, 2])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"indices must be in \[0, 60\)"):
         pairwise_similarity(emb, q, [0, 60])
+    with pytest.raises(ValueError, match=r"indices must be in \[0, 60\)"):
+        pairwise_similarity(emb, q, [-1, 3])
+    with pytest.raises(ValueError, match="indices must not be empty"):
+        pairwise_similarity(emb, q, [])
+
+
+def test_a_set_of_one_item_is_a_set(data):
+    emb, q, _ = data
+    assert quality_mean(emb, q, [7]) == pytest.approx(q[7], rel=1e-12)
+    # PWS of one item: -cos(z, z) / 2 = -1/2; FL: the mean cosine of every item to it
+    assert pairwise_similarity(emb, q, [7]) == pytest.approx(-0.5, rel=1e-12)
+    direct = np.mean([_cos(emb[r], emb[7]) for r in range(len(emb))])
+    assert facility_location(emb, q, [7], reference_size=1000) == pytest.approx(direct, rel=1e-12)
+
+
+def test_single_set_functions_compute_in_float64_whatever_the_input(data):
+    """float32 inputs and integer quality are cast to float64 first: the results equal the float64 ones
+    to 1e-12, which float32 arithmetic (~1e-7) would miss."""
+    emb, q, idx = data
+    e32, qint = emb.astype(np.float32), np.round(q).astype(np.int64)
+    ref_pws = -sum(_cos(e32[i].astype(np.float64), e32[j].astype(np.float64)) for i in idx for j in idx) \
+        / (2 * len(idx) ** 2)
+    assert pairwise_similarity(e32, q, idx) == pytest.approx(ref_pws, rel=1e-12, abs=0)
+    assert quality_mean(emb, qint, idx) == pytest.approx(qint[idx].mean(), rel=1e-15)
+    assert quality_mean(emb, None, idx) == 0.0  # no quality: zeros
+    # indices given as floats of whole numbers are positions, as ints are
+    assert pairwise_similarity(emb, q, idx.astype(np.float64)) == pairwise_similarity(emb, q, idx)
 
 
 @pytest.mark.parametrize("dtype, half_step", [("int16", 0.5 / 32767), ("int8", 0.5 / 127)])
