@@ -150,7 +150,7 @@ class SamplePasses:
         from curation.scoring.persistence import save_raters
 
         raters_dir = self.work / "raters"
-        save_raters({k: v for k, v in raters.items()}, raters_dir, None)
+        save_raters(raters, raters_dir, None)
         parts = self._run(partial(components_shard, threshold=self.threshold, raters_dir=str(raters_dir),
                                   cfg=self.cfg, columns=tuple(columns)), "components", "frame",
                           self.work / "components", True, "scoring fit: merge components")

@@ -80,11 +80,11 @@ class ShardWriter:
         (a worker that died, or a pool shut down under a running shard); return how many. Only for a
         shard about to be re-run: one folder has one writer per shard, so none of these is in use."""
         removed = 0
-        for folder, stem in ((self.root / SHARDS, name), (self.root / COMPLETIONS, name), (self.root / STATS, name)):
-            if folder.is_dir():
-                for stale in folder.glob(f".{stem}.*tmp-*"):
-                    stale.unlink(missing_ok=True)
-                    removed += 1
+        for folder in (self.root / SHARDS, self.root / COMPLETIONS, self.root / STATS):
+            # the data file (.part-00001.parquet.tmp-*), the marker (.part-00001.tmp-*), the stats (.json.tmp-*)
+            for stale in folder.glob(f".{name}.*tmp-*") if folder.is_dir() else ():
+                stale.unlink(missing_ok=True)
+                removed += 1
         return removed
 
     def write_stats(self, name: str, stats: dict) -> None:
