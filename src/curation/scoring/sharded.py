@@ -162,9 +162,9 @@ def _pooled(engine: EngineConfig | None) -> bool:
 
 
 def read_sample(documents: ShardedDataset, embeddings: ShardedDataset | None,
-                k: int) -> tuple[pd.DataFrame, np.ndarray | None]:
-    """The fit sample (document order) and its embedding rows, read one shard at a time."""
-    threshold = sample_threshold((documents.read(n, ["id"])["id"] for n in documents.names), k)
+                threshold: int | None) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The fit sample (document order; ``threshold`` from ``sample_threshold``) and its embedding rows,
+    read one shard at a time."""
     frames, vectors = [], []
     for name in documents.names:
         frame = documents.read(name)
@@ -190,14 +190,14 @@ def fit_on_sample(documents: ShardedDataset, embeddings: ShardedDataset | None, 
     fit_dir = Path(fit_dir)
     if (fit_dir / FIT_METRICS).is_file():
         return json.loads((fit_dir / FIT_METRICS).read_text())
-    sample, vectors = read_sample(documents, embeddings if needs_embeddings(cfg) else None, cfg.fit_sample_docs)
+    threshold = sample_threshold((documents.read(n, ["id"])["id"] for n in documents.names), cfg.fit_sample_docs)
+    sample, vectors = read_sample(documents, embeddings if needs_embeddings(cfg) else None, threshold)
     log.info("scoring: fitting on a sample of %d of %d documents", len(sample), len(documents))
     hooks: dict[str, Any] = {}
     work = fit_dir.with_name(f".{fit_dir.name}.sample-passes")
     engine = engine or EngineConfig()  # as run_shards: the default local pool
     if _pooled(engine):
         shutil.rmtree(work, ignore_errors=True)  # a killed fit's partial passes: cheap to redo
-        threshold = sample_threshold((documents.read(n, ["id"])["id"] for n in documents.names), cfg.fit_sample_docs)
         passes = SamplePasses(documents, embeddings, cfg, threshold, engine, work)
         hooks = {"dsir_raw_counts": passes.dsir_raw_counts, "sample_components": passes.components}
     try:
