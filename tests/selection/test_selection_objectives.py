@@ -240,3 +240,30 @@ def test_auto_fl_table_caps_the_reference_points_to_what_fits(monkeypatch, caplo
     # an explicit dtype keeps R (no table: the steps recompute); other diversities are untouched
     assert Objective(emb, q, diversity="fl", fl_reference_size=64, fl_sims_dtype="int8").reference.shape[0] == 64
     assert Objective(emb, q, diversity="pws", fl_reference_size=64, fl_sims_dtype="auto").fl_reference_size == 64
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", "int8"])
+def test_facility_location_without_a_table_recomputes_the_exact_similarities(data, monkeypatch, dtype):
+    # a block whose (N, R) table would pass the 1 GiB cap: every step recomputes cos against the reference
+    # points, in chunks of masks; the value is the exact mean_r max_j cos whatever the table dtype asked
+    import curation.selection.objectives as objectives
+
+    emb, q, _ = data
+    monkeypatch.setattr(objectives, "_MAX_REFERENCE_SIMS_BYTES", 60 * 30 - 1)  # one byte short of any table
+    monkeypatch.setattr(objectives, "_MAX_CHUNK_ELEMENTS", 7 * (30 + 8) * 2)  # two masks per chunk
+    obj = Objective(torch.tensor(emb), torch.tensor(q), diversity="fl", fl_reference_size=30, seed=2,
+                    fl_sims_dtype=dtype)
+    assert obj.reference_sims is None
+    gen = torch.Generator().manual_seed(3)
+    idx = torch.stack([torch.randperm(60, generator=gen)[:7] for _ in range(5)])  # 5 masks: chunks 2, 2, 1
+    ref = obj.reference.numpy()
+    direct = [np.mean([max(_cos(r, emb[j]) for j in row) for r in ref]) for row in idx.numpy()]
+    np.testing.assert_allclose(obj.facility_location(idx).numpy(), direct, rtol=1e-12)
+    within = torch.randperm(60, generator=gen)[:20]
+    local = torch.stack([torch.randperm(20, generator=gen)[:7] for _ in range(3)])
+    assert torch.equal(obj.facility_location(local, within=within), obj.facility_location(within[local]))
+    # the same values as the float32 table the cap would otherwise allow
+    monkeypatch.setattr(objectives, "_MAX_REFERENCE_SIMS_BYTES", 1 << 30)
+    table = Objective(torch.tensor(emb), torch.tensor(q), diversity="fl", fl_reference_size=30, seed=2)
+    assert table.reference_sims is not None
+    np.testing.assert_allclose(table.facility_location(idx).numpy(), direct, rtol=1e-12)
