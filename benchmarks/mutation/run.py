@@ -162,8 +162,8 @@ def main() -> None:
     mutmut = os.environ.get("MUTMUT") or shutil.which("mutmut")
     if not mutmut:
         sys.exit("mutmut not found: set MUTMUT=/path/to/mutmut (see this script's docstring)")
-    rows = [run_module(m, mutmut, args.work, args.max_children, args.data) for m in args.modules or list(MODULES)]
-    write(rows)
+    for module in args.modules or list(MODULES):  # each row is written when its module ends
+        write([run_module(module, mutmut, args.work, args.max_children, args.data)])
 
 
 if __name__ == "__main__":
