@@ -267,3 +267,205 @@ def test_facility_location_without_a_table_recomputes_the_exact_similarities(dat
     table = Objective(torch.tensor(emb), torch.tensor(q), diversity="fl", fl_reference_size=30, seed=2)
     assert table.reference_sims is not None
     np.testing.assert_allclose(table.facility_location(idx).numpy(), direct, rtol=1e-12)
+
+
+# --- issue #28: the survivors of mutation testing (benchmarks/results/mutation.csv), each from a derivation ---
+
+
+def _np_disf_sq_estimate(x, probes):
+    """-||C||_F^2 estimated as mean_k ||C v_k||^2, C = Z^T Z / (S - 1), Z standardised over the set (DiSF Eq. 3-4)."""
+    s = len(x)
+    xc = x - x.mean(0)
+    z = xc / np.sqrt((xc * xc).sum(0) / (s - 1) + 1e-8)
+    c = z.T @ z / (s - 1)
+    return -np.mean(np.sum((c @ probes) ** 2, axis=0))
+
+
+def test_hutchinson_probes_follow_the_documented_seed_stream(data):
+    # without a per-step probe seed, probes come from one stream seeded with derive_seed(seed, 6): the first call
+    # uses its first draw, the next call the next draw; the estimate is mean_k ||C v_k||^2 with those probes
+    from curation.selection.objectives import derive_seed
+
+    emb, q, _ = data
+    idx = torch.tensor([[0, 3, 5, 8, 13, 21, 34], [1, 2, 4, 9, 16, 25, 36]])
+    obj = Objective(torch.tensor(emb), torch.tensor(q), diversity="disf", disf_probes=3, seed=4)
+    gen = torch.Generator().manual_seed(derive_seed(4, 6))
+    for _ in range(2):  # two calls: the stream advances
+        probes = (torch.randint(0, 2, (8, 3), generator=gen).double() * 2 - 1).numpy()
+        expected = [_np_disf_sq_estimate(emb[row], probes) for row in idx.numpy()]
+        np.testing.assert_allclose(obj.disf(idx).numpy(), expected, rtol=1e-10)
+    # a per-step probe seed replaces the stream for that call
+    obj.disf_probe_seed = 11
+    probes = (torch.randint(0, 2, (8, 3), generator=torch.Generator().manual_seed(11)).double() * 2 - 1).numpy()
+    np.testing.assert_allclose(obj.disf(idx).numpy(), [_np_disf_sq_estimate(emb[r], probes) for r in idx.numpy()],
+                               rtol=1e-10)
+
+
+def test_one_hutchinson_probe_is_the_estimator_and_a_larger_batch_regrows_the_buffer(data):
+    emb, q, _ = data
+    obj = Objective(torch.tensor(emb), torch.tensor(q), diversity="disf", disf_probes=1)
+    obj.disf_probe_seed = 5
+    small, big = torch.tensor([[0, 1, 2, 3]]), torch.stack([torch.arange(i, i + 9) for i in range(0, 45, 9)])
+    probes = (torch.randint(0, 2, (8, 1), generator=torch.Generator().manual_seed(5)).double() * 2 - 1).numpy()
+    np.testing.assert_allclose(obj.disf(small).numpy(), [_np_disf_sq_estimate(emb[:4], probes)], rtol=1e-10)
+    # the gather buffer sized for 4 rows must grow for 5 x 9 (a second, larger call gives the fresh object's value)
+    fresh = Objective(torch.tensor(emb), torch.tensor(q), diversity="disf", disf_probes=1)
+    fresh.disf_probe_seed = 5
+    torch.testing.assert_close(obj.disf(big), fresh.disf(big), rtol=0, atol=0)
+
+
+def test_term_stats_are_population_moments_over_the_documented_subsets(data):
+    # scale_samples subsets of `size` drawn with derive_seed(seed, 2, size); std with ddof 0; Hutchinson probes of
+    # their own (derive_seed(seed, 7, size)), the step's probe seed left as it was
+    from curation.selection.objectives import derive_seed
+
+    emb, q, _ = data
+    obj = Objective(torch.tensor(emb), torch.tensor(q), diversity="disf", lam=0.4, standardize=True,
+                    scale_samples=5, seed=9, disf_probes=2)
+    obj.disf_probe_seed = 123
+    stats = obj.term_stats(6)
+    assert obj.disf_probe_seed == 123
+    gen = torch.Generator().manual_seed(derive_seed(9, 2, 6))
+    subsets = [torch.randperm(60, generator=gen)[:6].numpy() for _ in range(5)]
+    probes = (torch.randint(0, 2, (8, 2), generator=torch.Generator().manual_seed(derive_seed(9, 7, 6))).double()
+              * 2 - 1).numpy()
+    quality = [q[s].mean() for s in subsets]
+    div = [_np_disf_sq_estimate(emb[s], probes) for s in subsets]
+    assert stats["quality"] == pytest.approx((np.mean(quality), np.std(quality)), rel=1e-10)
+    assert stats["disf"] == pytest.approx((np.mean(div), np.std(div)), rel=1e-10)
+
+
+def test_derive_seed_is_stable_across_versions():
+    # every RNG stream (reference points, subsets, probes, DataMask steps) is derived here: a changed value would
+    # change every seeded selection and refuse no resume, so the values are pinned
+    from curation.selection.objectives import derive_seed
+
+    assert derive_seed(0, 1) == 2918264622725855778
+    assert derive_seed(4, 6) == 4144276108970852052
+    assert all(0 <= derive_seed(i, 7, 3) < 2**63 for i in range(20))
+
+
+def test_chunk_len_bounds():
+    import curation.selection.objectives as objectives
+
+    cap = objectives._MAX_CHUNK_ELEMENTS
+    assert objectives._chunk_len(0) == cap and objectives._chunk_len(1) == cap
+    assert objectives._chunk_len(cap // 3) == 3 and objectives._chunk_len(cap * 5) == 1
+
+
+def test_standardize_features_leaves_a_constant_column_at_zero():
+    from curation.selection.objectives import standardize_features
+
+    x = torch.tensor([[1.0, 2.0], [1.0, 4.0], [1.0, 9.0]])
+    z = standardize_features(x)
+    assert torch.equal(z[:, 0], torch.zeros(3))
+    expected = (x[:, 1] - x[:, 1].mean()) / x[:, 1].std(unbiased=False)
+    torch.testing.assert_close(z[:, 1], expected)
+
+
+def test_weights_of_the_block_scaled_disf(data):
+    emb, q, _ = data
+    # exact term: weighed by (S - 1) / (N - 1); Hutchinson's square by its square; N = the population if given
+    exact = Objective(torch.tensor(emb), torch.tensor(q), diversity="disf", lam=0.2, disf_scale="block")
+    assert exact.weights(11) == pytest.approx((0.2, 0.8 * 10 / 59, 0.0))
+    assert exact.weights(11, population=21) == pytest.approx((0.2, 0.8 * 10 / 20, 0.0))
+    assert exact.weights(2, population=2) == pytest.approx((0.2, 0.8, 0.0))
+    for probes in (1, 4):
+        est = Objective(torch.tensor(emb), torch.tensor(q), diversity="disf", lam=0.2, disf_scale="block",
+                        disf_probes=probes)
+        assert est.weights(11) == pytest.approx((0.2, 0.8 * (10 / 59) ** 2, 0.0))
+
+
+@pytest.mark.parametrize("lam", [0.0, 1.0])
+def test_one_term_alone_is_not_standardised(data, lam):
+    emb, q, _ = data
+    obj = Objective(torch.tensor(emb), torch.tensor(q), diversity="pws", lam=lam, standardize=True)
+    assert obj.weights(10) == (lam, 1.0 - lam, 0.0) and obj._stats == {}  # no random-subset statistics computed
+    assert obj.needed_terms() == (("quality",) if lam == 1.0 else ("pws",))
+    assert Objective(torch.tensor(emb), torch.tensor(q), lam=0.5).needed_terms() == ("quality", "pws")
+
+
+def test_a_term_constant_over_random_sets_gets_scale_one(data):
+    emb, _, _ = data
+    equal = torch.full((60,), 7.0, dtype=torch.float64)
+    obj = Objective(torch.tensor(emb), equal, diversity="pws", lam=0.5, standardize=True, scale_samples=50)
+    (mq, sq), (md, sd) = obj.term_stats(10)["quality"], obj.term_stats(10)["pws"]
+    assert sq == 0 and 0 < sd < 1
+    w_q, w_d, offset = obj.weights(10)
+    assert (w_q, w_d) == pytest.approx((0.5, 0.5 / sd)) and offset == pytest.approx(-(0.5 * 7.0 + 0.5 * md / sd))
+    # a quality spread below 1 is divided by its own std, not replaced by 1
+    small = Objective(torch.tensor(emb), torch.linspace(0, 0.1, 60, dtype=torch.float64), diversity="pws", lam=0.5,
+                      standardize=True, scale_samples=50)
+    sq_small = small.term_stats(10)["quality"][1]
+    assert 0 < sq_small < 1 and small.weights(10)[0] == pytest.approx(0.5 / sq_small)
+
+
+def test_auto_table_dtype_at_the_cap(monkeypatch, caplog):
+    # int16 while N x R x 2 bytes fit (the boundary included), else int8; the warning names the int8 table's GiB
+    import curation.selection.objectives as objectives
+
+    emb, q = torch.tensor(np.random.default_rng(0).normal(size=(100, 8))), torch.zeros(100)
+    monkeypatch.setattr(objectives, "_MAX_REFERENCE_SIMS_BYTES", 100 * 16 * 2)
+    assert Objective(emb, q, diversity="fl", fl_reference_size=16, fl_sims_dtype="auto").fl_sims_dtype == "int16"
+    assert Objective(emb, q, diversity="fl", fl_reference_size=17, fl_sims_dtype="auto").fl_sims_dtype == "int8"
+    with caplog.at_level("WARNING"):  # R = 32 int8 columns fit exactly: no cap, no warning
+        assert Objective(emb, q, diversity="fl", fl_reference_size=32, fl_sims_dtype="auto").reference.shape[0] == 32
+    assert caplog.text == ""
+    monkeypatch.setattr(objectives, "_MAX_REFERENCE_SIMS_BYTES", 2**30 // 2**10)  # 1 MiB
+    big = torch.zeros((2048, 2)), torch.zeros(2048)
+    with caplog.at_level("WARNING"):
+        obj = Objective(*big, diversity="fl", fl_reference_size=2048, fl_sims_dtype="auto")
+    assert obj.fl_reference_size == 512
+    assert "2048 reference points of 2048 items need a 0.0 GiB int8 table" in caplog.text
+    monkeypatch.setattr(objectives, "_MAX_REFERENCE_SIMS_BYTES", 10)  # not one int8 column fits: one reference point
+    assert Objective(emb, q, diversity="fl", fl_reference_size=8, fl_sims_dtype="auto").fl_reference_size == 1
+
+
+def test_unit_rows_are_used_as_given_and_refused_for_raw_feature_terms(data):
+    emb, q, _ = data
+    unit = torch.nn.functional.normalize(torch.tensor(emb), dim=1)
+    assert Objective(unit, torch.tensor(q), diversity="pws", unit_rows=True).unit is unit
+    for diversity in ("disf", "disf_block"):
+        with pytest.raises(ValueError, match=f"^unit_rows: diversity='{diversity}' standardises the raw features"):
+            Objective(unit, torch.tensor(q), diversity=diversity, unit_rows=True)
+    with pytest.raises(ValueError, match="^diversity must be one of"):
+        Objective(unit, torch.tensor(q), diversity="coverage")
+
+
+def test_disf_of_a_pair_and_the_refusal_of_one_item(data):
+    emb, q, _ = data
+    # two items a, b standardised over themselves: per dimension t = var = (a - b)^2 / 2 and z = +-(a - b) / 2 /
+    # sqrt(t + eps), so C = 2 z z^T (rank one) and ||C||_F = 2 ||z||^2 = sum_k t_k / (t_k + eps)
+    t = (emb[3] - emb[7]) ** 2 / 2
+    assert disf(emb, q, [3, 7]) == pytest.approx(-np.sum(t / (t + 1e-8)), rel=1e-12)
+    with pytest.raises(ValueError, match="^disf needs sets of >= 2 items"):
+        disf(emb, q, [3])
+
+
+def test_joint_defaults_and_options_reach_the_objective(data):
+    emb, q, idx = data
+    # lam defaults to 0.5, the equal weighting of Eq. 12
+    assert joint(emb, q, idx) == pytest.approx(0.5 * q[idx].mean() + 0.5 * pairwise_similarity(emb, q, idx))
+    obj = Objective(torch.tensor(emb), torch.tensor(q))
+    assert obj.lam == 0.5 and float(obj(torch.tensor(idx)[None])[0]) == pytest.approx(joint(emb, q, idx))
+    # every option is passed on: standardised FL with 11 reference points, 7 subsets, seed 3
+    opts = dict(diversity="fl", lam=0.3, standardize=True, scale_samples=7, fl_reference_size=11, seed=3)
+    direct = Objective(torch.tensor(emb, dtype=torch.float64), torch.tensor(q), **opts)
+    assert joint(emb, q, idx, **opts) == pytest.approx(float(direct(torch.tensor(idx)[None])[0]), rel=1e-12)
+    stats = direct.term_stats(len(idx))
+    manual = (0.3 * (q[idx].mean() - stats["quality"][0]) / stats["quality"][1]
+              + 0.7 * (facility_location(emb, q, idx, reference_size=11, seed=3) - stats["fl"][0]) / stats["fl"][1])
+    assert joint(emb, q, idx, **opts) == pytest.approx(manual, rel=1e-9)
+
+
+def test_the_core_defaults_are_the_config_defaults():
+    # a caller of the core without a config gets what a config-less `curate` run gets
+    import inspect
+
+    from curation.selection.config import ObjectiveConfig
+
+    core = inspect.signature(Objective.__init__).parameters
+    wrapper = inspect.signature(joint).parameters
+    for name in ("scale_samples", "fl_reference_size"):
+        assert core[name].default == wrapper[name].default == ObjectiveConfig.__dataclass_fields__[name].default
+    assert core["seed"].default == wrapper["seed"].default == 0
