@@ -65,3 +65,38 @@ def test_empty_is_nan_and_counted_and_save_load(pools, tmp_path, by_id):
 def test_fit_refuses_an_empty_target():
     with pytest.raises(ValueError, match="needs target and raw"):
         DSIRImportance().fit([], ["x"])
+
+
+# --- issue #28: the survivors of mutation testing (benchmarks/results/mutation.csv) ---
+
+
+def test_per_token_divides_by_the_number_of_ngrams():
+    raw = DSIRImportance(DSIRConfig(target="t", buckets=64)).fit(["alpha beta gamma", "alpha"], ["delta epsilon"])
+    per = DSIRImportance(DSIRConfig(target="t", buckets=64, per_token=True))
+    per.log_diff = raw.log_diff
+    # "alpha beta gamma": 3 unigrams + 2 bigrams; "alpha": one unigram, divided by 1
+    np.testing.assert_allclose(per.score(["alpha beta gamma", "alpha"]),
+                               raw.score(["alpha beta gamma", "alpha"]) / [5, 1], rtol=1e-12)
+
+
+def test_lowercase_off_keeps_cased_words_apart():
+    # "Book" and "book" share a bucket only when lowercased (DSIR's reference code lowercases; the switch is honoured)
+    cased = DSIRImportance(DSIRConfig(target="t", buckets=4096, max_ngram=1, lowercase=False))
+    lower = DSIRImportance(DSIRConfig(target="t", buckets=4096, max_ngram=1))
+    assert (cased.features(["Book"]) != cased.features(["book"])).nnz == 2
+    assert (lower.features(["Book"]) != lower.features(["book"])).nnz == 0
+
+
+def test_refusals_name_what_is_missing(tmp_path):
+    rater = DSIRImportance(DSIRConfig(target="t", buckets=1000))
+    with pytest.raises(RuntimeError, match="^t_importance: call fit\\(\\) or load\\(\\) first$"):
+        rater.score(["x"])
+    with pytest.raises(RuntimeError, match="^nothing to save: not fitted$"):
+        rater.save(tmp_path / "t.npz")
+    with pytest.raises(ValueError, match="^999 bucket counts for a model of 1000 buckets$"):
+        rater.fit_counts(np.ones(999), np.ones(1000))
+    with pytest.raises(ValueError, match="^DSIR needs target and raw texts, got 1 and 0$"):
+        rater.fit(["x"], [])
+    rater.fit(["a b"], ["c"])  # one raw text is enough
+    rater.save(tmp_path / "new" / "folder" / "t.npz")  # parent folders are made
+    assert (tmp_path / "new" / "folder" / "t.npz").exists()
