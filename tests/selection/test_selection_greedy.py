@@ -78,3 +78,34 @@ def test_allocate_budget_is_exact_and_proportional():
     for budget in range(0, 50):
         parts = allocate_budget(budget, [17, 5, 30, 1])
         assert sum(parts) == budget and all(0 <= p <= s for p, s in zip(parts, [17, 5, 30, 1]))
+
+
+@pytest.mark.parametrize("diversity", ["pws", "fl", "fl_sum", "disf_block", "disf"])
+def test_fast_equals_reference_on_small_random_problems(diversity):
+    # small blocks make every constant of the rank-1 updates matter: the 1/(N - 1) of disf_block at N = 14, the
+    # 1/(k + 1) of the set means at k = 1..4, raw (unstandardised) terms so lam trades them off as Eq. 12 says;
+    # a zero embedding (a unit row of zeros) among the candidates; quality on three scales, so that neither term
+    # always dominates; the first pick random or by argmax
+    for seed in range(24):
+        rng = np.random.default_rng(seed)
+        emb = rng.normal(size=(14, 4))
+        emb[3] = 0.0
+        q = rng.uniform(0, [0.1, 1.0, 10.0][seed % 3], 14)
+        cfg = {"diversity": diversity, "lam": [0.2, 0.5, 0.8][seed % 4 % 3], "standardize": False, "batch_size": 14,
+               "fl_reference_size": 9, "first_pick": "random" if diversity == "disf" else ["random", "argmax"][seed % 2]}
+        kw = dict(quality=q, embeddings=emb, budget=5, seed=seed)
+        fast = select("greedy", config={**cfg, "impl": "fast"}, **kw)
+        ref = select("greedy", config={**cfg, "impl": "reference"}, **kw)
+        np.testing.assert_array_equal(fast.indices, ref.indices, err_msg=f"seed {seed}")
+
+
+def test_disf_block_with_lam_one_is_top_k_quality_and_lazy_counts_its_refreshes(data):
+    emb, q = data
+    top = select("greedy", quality=q, embeddings=emb, budget=12, seed=0,
+                 config={"diversity": "disf_block", "lam": 1.0, "standardize": False, "batch_size": 240,
+                         "first_pick": "argmax"})
+    np.testing.assert_array_equal(np.sort(top.indices), np.sort(np.argsort(-q)[:12]))
+    # lam = 0: the lazy heap refreshes at least one candidate per pick after the first, at most every untaken one
+    lazy = select("greedy", quality=q, embeddings=emb, budget=12, seed=0,
+                  config={"diversity": "disf_block", "lam": 0.0, "batch_size": 240})
+    assert 11 <= lazy.info["evaluations"] <= sum(240 - k for k in range(1, 12))
