@@ -56,8 +56,11 @@ MODULES: dict[str, list[str]] = {
     "selection/dvrl": ["tests/selection/test_selection_api.py", "-k", "dvrl"],
     "selection/greedy": ["tests/selection/test_selection_greedy.py", "tests/selection/test_selection_disf.py"],
     "selection/datamask": ["tests/selection/test_selection_datamask.py"],
-    "verification/anneal": ["tests/verification/test_verification_anneal.py"],
-    "verification/config": ["tests/verification/test_verification_config.py"],
+    "verification/anneal": ["tests/verification/test_verification_anneal.py",
+                            "tests/verification/test_verification_schedule.py"],
+    "verification/config": ["tests/verification/test_verification_config.py",
+                            "tests/verification/test_verification_schedule.py"],
+    "verification/seed_loop": ["tests/verification/test_seed_loop.py"],
 }
 
 MUTMUT_SECTION = """
