@@ -60,9 +60,13 @@ CHILD = textwrap.dedent("""
     if engine == "ray":
         import ray
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    # local_workers: the local engine with data.workers' default (one worker process per CPU)
-    ENGINE = (EngineConfig(engine="local", workers=cpus_available(), progress=False) if engine == "local_workers"
-              else EngineConfig(engine=engine, progress=False))
+    # local-wN: the local engine with N shard worker processes (data.workers=N), as in bench_chain.py;
+    # local_workers (the name of earlier result rows): one per CPU
+    if engine.startswith("local-w") or engine == "local_workers":
+        n = cpus_available() if engine == "local_workers" else int(engine[len("local-w"):])
+        ENGINE = EngineConfig(engine="local", workers=n, progress=False)
+    else:
+        ENGINE = EngineConfig(engine=engine, progress=False)
     start = time.perf_counter()
     if stage == "ingest" and engine == "whole_frame":
         # The ingest node as it was: every shard kept, one set of every id, pd.concat, one file each.
@@ -106,9 +110,7 @@ SIGNALS_CHILD = textwrap.dedent("""
         frame.insert(0, "id", docs["id"].to_numpy())
         rows, digest = len(frame), ""
     else:
-        run_shards(signals_shard, tasks, {"signals": (work, "frame")},
-                   EngineConfig(engine="local", workers=cpus_available(), progress=False) if engine == "local_workers"
-                   else EngineConfig(engine=engine, progress=False))
+        run_shards(signals_shard, tasks, {"signals": (work, "frame")}, ENGINE)
         w = ShardWriter(work).finalize([t.name for t in tasks], stage="signals")
         rows, digest = w.rows, w.fingerprint
     print(json.dumps({"rows": rows, "seconds": time.perf_counter() - start, "digest": digest}))
@@ -133,13 +135,15 @@ def cores_of(engine: str) -> int:
     """Cores an engine uses: Ray's local instance 2, the local engine's workers the CPUs available."""
     if engine == "ray":
         return 2
+    if engine.startswith("local-w"):
+        return min(int(engine[len("local-w"):]), len(os.sched_getaffinity(0)))
     return len(os.sched_getaffinity(0)) if engine == "local_workers" else 1
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000])
-    # local: one shard at a time in the driver (data.workers=1); local_workers: one process per CPU
+    # local: one shard at a time in the driver (data.workers=1); local-wN: N worker processes (bench_chain's name)
     parser.add_argument("--engines", nargs="+", default=["local", "ray"])
     parser.add_argument("--signals-docs", type=int, default=8_000, help="documents for the signals stage (0 = skip)")
     parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
