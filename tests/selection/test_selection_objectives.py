@@ -469,3 +469,60 @@ def test_the_core_defaults_are_the_config_defaults():
     for name in ("scale_samples", "fl_reference_size"):
         assert core[name].default == wrapper[name].default == ObjectiveConfig.__dataclass_fields__[name].default
     assert core["seed"].default == wrapper["seed"].default == 0
+
+
+def test_defaults_in_use(data):
+    # the defaults as a call without them sees them (a signature check alone would not see a changed default
+    # behind a wrapper): seed 0, 64 random subsets, 8,192 reference points
+    emb, q, idx = data
+    e, t = torch.tensor(emb), torch.tensor(q)
+    assert torch.equal(Objective(e, t, diversity="fl", fl_reference_size=10).reference,
+                       Objective(e, t, diversity="fl", fl_reference_size=10, seed=0).reference)
+    assert Objective(e, t, standardize=True).term_stats(5) == Objective(e, t, standardize=True,
+                                                                        scale_samples=64).term_stats(5)
+    many = torch.zeros((8200, 2))
+    assert Objective(many, torch.zeros(8200), diversity="fl").reference.shape[0] == 8192
+    opts = dict(diversity="fl", standardize=True, fl_reference_size=10)
+    assert joint(emb, q, idx, **opts) == joint(emb, q, idx, **opts, seed=0, scale_samples=64)
+    assert facility_location(emb, q, idx, reference_size=20) == facility_location(emb, q, idx, reference_size=20,
+                                                                                  seed=0)
+
+
+def test_index_errors_say_exactly_what_is_wrong(data):
+    emb, q, _ = data
+    with pytest.raises(ValueError, match="^indices must not be empty$"):
+        quality_mean(emb, q, [])
+    with pytest.raises(ValueError, match="^indices must be unique$"):
+        quality_mean(emb, q, [1, 1])
+    with pytest.raises(ValueError, match=r"^indices must be in \[0, 60\)$"):
+        quality_mean(emb, q, [60])
+
+
+def test_a_diversity_constant_over_random_sets_gets_scale_one():
+    # every item the same vector: PWS is the same for every set (sd 0), so its weight stays 1 - lam
+    emb = torch.ones((40, 3), dtype=torch.float64)
+    q = torch.linspace(0, 1, 40, dtype=torch.float64)
+    obj = Objective(emb, q, diversity="pws", lam=0.5, standardize=True, scale_samples=30)
+    (mq, sq), (md, sd) = obj.term_stats(8)["quality"], obj.term_stats(8)["pws"]
+    assert sd == 0 and sq > 0
+    assert obj.weights(8) == pytest.approx((0.5 / sq, 0.5, -(0.5 * mq / sq + 0.5 * md)))
+
+
+def test_the_cap_warning_gives_the_table_size_in_gib(monkeypatch, caplog):
+    import curation.selection.objectives as objectives
+
+    monkeypatch.setattr(objectives, "_MAX_REFERENCE_SIMS_BYTES", 1 << 20)
+    with caplog.at_level("WARNING"):  # 32,768 items x 16,384 reference points = 2^29 bytes in int8
+        Objective(torch.zeros((32768, 2)), torch.zeros(32768), diversity="fl", fl_reference_size=16384,
+                  fl_sims_dtype="auto")
+    assert caplog.messages == [
+        "facility location: 16384 reference points of 32768 items need a 0.5 GiB int8 table, above the 1 GiB cap: "
+        "using 32 reference points (1,024 kept ~56-70% of the whole-block FL gain in the measurements of "
+        "docs/selection.md)"]
+
+
+def test_disf_block_of_a_two_item_block_in_closed_form(data):
+    # standardised over a block of two, every coordinate is +-1 (population std), so sum_i z_i z_i^T = 2 s s^T with
+    # s the sign vector: ||.||_F = 2 d, divided by N - 1 = 1
+    emb, _, _ = data
+    assert disf_block(emb[:2], None, [0, 1]) == pytest.approx(-2.0 * emb.shape[1], rel=1e-12)
