@@ -15,6 +15,8 @@ Doc B = cc_dolma_tests/CC-MAIN-2019-30-00140-063 ("Health Effects" + a numbered 
 Doc C = stackexchange_dumps/coffee/001497: the question title is repeated in the body;
   normalised words 26, 111 chars; top bigram ("how","much") x2 = 14 chars; top trigram
   ("how","much","caffeine") x2 = 30 chars (ties broken by first occurrence, as Counter does).
+Below those, small hand-made texts (worked out in comments) pin every signal, the boundaries (no text,
+one word, punctuation only, no documents) and the frame / counts API without the corpus.
 """
 
 import math
@@ -29,9 +31,11 @@ B = "cc_dolma_tests/CC-MAIN-2019-30-00140-063"
 C = "stackexchange_dumps/coffee/001497"
 
 
-@pytest.fixture(scope="module")
-def sig(by_id):
-    return {k: rp.signals_of(by_id(k)) for k in (A, B, C)}
+def signals(by_id, *keys):
+    # Computed inside each test, not in a shared module fixture: mutmut runs for a mutant only the tests
+    # that reached the function, and a module fixture's calls are charged to the first test that asks
+    # for it, so every other assertion here went unrun (issue #28)
+    return {k: rp.signals_of(by_id(k)) for k in keys}
 
 
 def test_docs_are_the_ones_worked_out(by_id):
@@ -40,59 +44,70 @@ def test_docs_are_the_ones_worked_out(by_id):
     assert by_id(C).startswith("Q: How much caffeine is in one expresso shot?\nHow much caffeine")
 
 
-def test_doc_frac_no_alph_words(sig):
+def test_doc_frac_no_alph_words(by_id):
+    sig = signals(by_id, A, B)
     assert sig[A]["doc_frac_no_alph_words"] == pytest.approx(7 / 24)
     assert sig[B]["doc_frac_no_alph_words"] == pytest.approx(27 / 29)
 
 
-def test_doc_mean_word_length(sig):
+def test_doc_mean_word_length(by_id):
+    sig = signals(by_id, A, B)
     assert sig[A]["doc_mean_word_length"] == pytest.approx(86 / 15)
     assert sig[B]["doc_mean_word_length"] == pytest.approx(47 / 18)
 
 
-def test_doc_frac_unique_words(sig):
+def test_doc_frac_unique_words(by_id):
+    sig = signals(by_id, A, B)
     assert sig[A]["doc_frac_unique_words"] == pytest.approx(1.0)
     assert sig[B]["doc_frac_unique_words"] == pytest.approx(17 / 18)
 
 
-def test_doc_unigram_entropy(sig):
+def test_doc_unigram_entropy(by_id):
+    sig = signals(by_id, A, B)
     assert sig[A]["doc_unigram_entropy"] == pytest.approx(math.log(15))
     # 16 words once, "1" twice: 16/18 ln 18 + 2/18 ln 9
     assert sig[B]["doc_unigram_entropy"] == pytest.approx((16 * math.log(18) + 2 * math.log(9)) / 18)
 
 
-def test_doc_word_count(sig):
+def test_doc_word_count(by_id):
+    sig = signals(by_id, A, B, C)
     assert sig[A]["doc_word_count"] == 15
     assert sig[B]["doc_word_count"] == 18
     assert sig[C]["doc_word_count"] == 26
 
 
-def test_lines_ending_with_terminal_punctution_mark(sig):
+def test_lines_ending_with_terminal_punctution_mark(by_id):
+    sig = signals(by_id, A, B)
     assert sig[A]["lines_ending_with_terminal_punctution_mark"] == pytest.approx(1 / 3)
     assert sig[B]["lines_ending_with_terminal_punctution_mark"] == pytest.approx(2 / 11)
 
 
-def test_lines_numerical_chars_fraction(sig):
+def test_lines_numerical_chars_fraction(by_id):
+    sig = signals(by_id, A, B)
     assert sig[A]["lines_numerical_chars_fraction"] == 0.0
     assert sig[B]["lines_numerical_chars_fraction"] == pytest.approx(23 / 33)
 
 
-def test_lines_uppercase_letter_fraction(sig):
+def test_lines_uppercase_letter_fraction(by_id):
+    sig = signals(by_id, A, B)
     assert sig[A]["lines_uppercase_letter_fraction"] == pytest.approx(2 / 51 / 3)
     assert sig[B]["lines_uppercase_letter_fraction"] == pytest.approx(2 / 165)
 
 
-def test_doc_num_sentences(sig):
+def test_doc_num_sentences(by_id):
+    sig = signals(by_id, A, B)
     assert sig[A]["doc_num_sentences"] == 2
     assert sig[B]["doc_num_sentences"] == 10
 
 
-def test_doc_frac_chars_top_2gram(sig):
+def test_doc_frac_chars_top_2gram(by_id):
+    sig = signals(by_id, A, C)
     assert sig[A]["doc_frac_chars_top_2gram"] == 0.0  # no bigram repeats
     assert sig[C]["doc_frac_chars_top_2gram"] == pytest.approx(14 / 111)
 
 
-def test_doc_frac_chars_top_3gram(sig):
+def test_doc_frac_chars_top_3gram(by_id):
+    sig = signals(by_id, A, C)
     assert sig[A]["doc_frac_chars_top_3gram"] == 0.0
     assert sig[C]["doc_frac_chars_top_3gram"] == pytest.approx(30 / 111)
 
@@ -107,3 +122,110 @@ def test_frame_has_the_eleven_paper_columns_and_counts_empty(by_id):
     assert np.isnan(frame.loc[1, "doc_mean_word_length"])
     assert counts["nan_doc_mean_word_length"] == 2
     assert frame.loc[0, "doc_word_count"] == 15
+
+
+# --- hand-made texts: every value below is worked out in the comments, no corpus needed ------------------
+
+# D: two near-identical sentences, a blank line and a number line
+D = "The cat sat.\nThe cat sat!\n\n42 cats\n"
+
+
+def test_every_signal_of_a_small_hand_made_text():
+    # raw words: The cat sat . The cat sat ! 42 cats -> 10, of which ".", "!", "42" have no letter
+    # normalised words: the cat sat the cat sat 42 cats -> 8 words, 3*6 + 2 + 4 = 24 chars;
+    #   distinct: the cat sat 42 cats -> 5; counts 2,2,2,1,1
+    # lines: "The cat sat.\n", "The cat sat!\n", "\n", "42 cats\n" (no fifth line after the last "\n")
+    # sentences: "The cat sat." / "The cat sat!" / "42 cats\n" (no \b before a "\n" after "." or "!")
+    s = rp.signals_of(D)
+    assert list(s) == list(rp.SIGNALS)  # exactly the paper's 11 names, in SIGNALS order
+    assert s["doc_frac_no_alph_words"] == pytest.approx(3 / 10)
+    assert s["doc_mean_word_length"] == pytest.approx(24 / 8)
+    assert s["doc_frac_unique_words"] == pytest.approx(5 / 8)
+    # three words at 2/8 and two at 1/8: 3 * (2/8) ln 4 + 2 * (1/8) ln 8 = (6/4 + 3/4) ln 2
+    assert s["doc_unigram_entropy"] == pytest.approx(2.25 * math.log(2))
+    assert s["doc_word_count"] == 8
+    # "." and "!" end lines 1 and 2; the blank line and "42 cats" do not
+    assert s["lines_ending_with_terminal_punctution_mark"] == pytest.approx(2 / 4)
+    # normalised lines "the cat sat" 0, "the cat sat" 0, "" 0 (empty scores 0), "42 cats" 2/7
+    assert s["lines_numerical_chars_fraction"] == pytest.approx(2 / 7 / 4)
+    # raw lines with their "\n": 1/13, 1/13, 0/1, 0/8
+    assert s["lines_uppercase_letter_fraction"] == pytest.approx(2 / 13 / 4)
+    assert s["doc_num_sentences"] == 3
+    # top bigram ("the","cat") x2 = 12 chars (("cat","sat") ties it with the same 12)
+    assert s["doc_frac_chars_top_2gram"] == pytest.approx(12 / 24)
+    # top trigram ("the","cat","sat") x2 = 18 chars; no 4-gram repeats, so a 4-gram here would give 0
+    assert s["doc_frac_chars_top_3gram"] == pytest.approx(18 / 24)
+
+
+def test_empty_one_word_and_punctuation_only_documents_at_the_boundaries():
+    # no text: counts are 0, ratios over words or lines are NaN (RedPajama's None), and the n-gram
+    # fractions are 0.0, RedPajama's value when the document has no n-gram at all
+    e = rp.signals_of("")
+    assert e["doc_word_count"] == 0 and e["doc_num_sentences"] == 0
+    for name in ("doc_frac_no_alph_words", "doc_mean_word_length", "doc_frac_unique_words",
+                 "doc_unigram_entropy", "lines_ending_with_terminal_punctution_mark",
+                 "lines_numerical_chars_fraction", "lines_uppercase_letter_fraction"):
+        assert math.isnan(e[name]), name
+    assert e["doc_frac_chars_top_2gram"] == 0.0 and e["doc_frac_chars_top_3gram"] == 0.0
+
+    # one word: one outcome with probability 1 has entropy 0 (not NaN, no division by ln 1); fewer
+    # words than n means no n-gram, which scores 0 (not 1)
+    one = rp.signals_of("Hello")
+    assert one["doc_unigram_entropy"] == 0.0
+    assert one["doc_frac_unique_words"] == 1.0 and one["doc_mean_word_length"] == 5.0
+    assert one["doc_frac_chars_top_2gram"] == 0.0 and one["doc_frac_chars_top_3gram"] == 0.0
+    assert one["lines_uppercase_letter_fraction"] == pytest.approx(1 / 5)  # one line, no "\n"
+
+    # two distinct words: the bigram is there once, and a single occurrence scores 0
+    assert rp.signals_of("hello world")["doc_frac_chars_top_2gram"] == 0.0
+
+    # punctuation only: raw words ",,," and "!!!" exist (both letterless), normalised words do not;
+    # the one line ends in "!" after rstrip, and its normalised form is "" which scores 0 digits
+    p = rp.signals_of(" ,,, !!! ")
+    assert p["doc_word_count"] == 0 and math.isnan(p["doc_mean_word_length"])
+    assert p["doc_frac_no_alph_words"] == 1.0
+    assert p["lines_ending_with_terminal_punctution_mark"] == 1.0
+    assert p["lines_numerical_chars_fraction"] == 0.0
+    assert p["lines_uppercase_letter_fraction"] == 0.0
+
+
+def test_an_empty_line_given_directly_scores_zero_in_both_line_fractions():
+    # lines() never yields an empty raw line, but these are public per-line functions and RedPajama's
+    # reference scores a zero-length line 0.0 (not 0/0) in both: ["", "AB\n"] -> (0 + 2/3) / 2
+    assert rp.lines_uppercase_letter_fraction(["", "AB\n"]) == pytest.approx(1 / 3)
+    assert rp.lines_numerical_chars_fraction(["", "12ab"]) == pytest.approx(1 / 4)
+    # lines kept with their "\n" still count when the mark sits before trailing spaces
+    marks = rp.lines_ending_with_terminal_punctution_mark(["a.  \n", "b\n", "c\u201d\n"])
+    assert marks == pytest.approx(2 / 3)
+
+
+def test_normalize_strips_ascii_punctuation_lowercases_collapses_whitespace_and_decomposes():
+    assert rp.normalize("  Hello,\tWORLD!!\n\n  ancient-rome  ") == "hello world ancientrome"
+    # NFD: "é" becomes "e" + combining acute (U+0301), so "Café" is five code points
+    assert rp.normalize("Café") == "cafe\u0301"
+    assert rp.normalize(" \n\t ") == ""
+
+
+def test_score_score_frame_and_counts_agree_on_hand_made_texts():
+    # word counts 0, 1, 2, 3 and one document with no word: empty_text is 1, not 3
+    texts = ["", "one", "two words", "x y z"]
+    model = rp.RedPajamaSignals()
+    frame, counts = model.score_counted(texts)
+    assert counts["total"] == 4 and counts["empty_text"] == 1
+    assert counts["nan_doc_unigram_entropy"] == 1 and counts["nan_doc_frac_chars_top_2gram"] == 0
+    assert frame["doc_word_count"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    # ln 1 = 0, ln 2, ln 3: the entropy of k equally likely distinct words
+    assert frame["doc_unigram_entropy"].iloc[1:].tolist() == pytest.approx([0.0, math.log(2), math.log(3)])
+
+    arr = model.score(texts)
+    assert isinstance(arr, np.ndarray) and arr.dtype == np.float64 and arr.shape == (4, 11)
+    np.testing.assert_array_equal(arr, frame.to_numpy())
+    assert arr[3, rp.SIGNALS.index("doc_word_count")] == 3
+
+
+def test_no_documents_give_an_empty_float64_frame_with_the_eleven_columns():
+    # the frame's shape and dtypes are the contract even with no row to infer them from
+    frame = rp.RedPajamaSignals().score_frame([])
+    assert frame.shape == (0, 11) and list(frame.columns) == list(rp.SIGNALS)
+    assert (frame.dtypes == np.float64).all()
+    assert rp.RedPajamaSignals().score([]).shape == (0, 11)
