@@ -199,3 +199,52 @@ def test_sweep_resumes_and_isolates_failures(tmp_path):
     w, losses, found = sweep.collect()
     assert len(found) == 5 and w.shape == (4, 2) and np.allclose(losses, w[:, 0])
     assert results[0].extra == {"tokens": 100}
+
+
+class _Counting(_Quadratic):
+    """The quadratic landscape, counting the candidate rows it is asked to predict."""
+
+    def __init__(self, target):
+        super().__init__(target)
+        self.rows = 0
+
+    def predict(self, w):
+        self.rows += len(w)
+        return super().predict(w)
+
+
+def test_search_predicts_exactly_n_candidates_by_default_and_as_given():
+    # Sec. 3.2's 200,000 candidates: not one more, not one less (a first batch starting at 1 would lose one)
+    model = _Counting([0.5, 0.3, 0.2])
+    search_weights(model, 3)
+    assert model.rows == 200_000
+    model = _Counting([0.5, 0.3, 0.2])
+    search_weights(model, 3, n_candidates=250, batch=100, top_k=4)
+    assert model.rows == 250
+
+
+def test_dirichlet_weights_refuse_either_count_below_one():
+    for n, m in ((0, 3), (3, 0), (0, 0)):
+        with pytest.raises(ValueError, match=rf"^need n >= 1 and m >= 1, got n={n}, m={m}$"):
+            dirichlet_weights(n, m)
+
+
+def test_the_boosting_type_reaches_lightgbm():
+    rng = np.random.default_rng(0)
+    w = rng.dirichlet(np.ones(3), size=40)
+    losses = w @ np.array([1.0, 2.0, 3.0]) + rng.normal(0, 0.01, 40)
+    for boosting in ("gbdt", "dart"):
+        model, _ = fit_regressor(w, losses, RegressionConfig(boosting_type=boosting, n_estimators=20))
+        assert model.get_params()["boosting_type"] == boosting
+        assert model.booster_.params["boosting_type"] == boosting
+
+
+def test_spearman_rho_needs_three_test_proxies_and_has_it_with_three():
+    # rho of 3 points is defined (ranks of 3 pairs); with 2 it is not: the metric is NaN, not a number
+    w = np.linspace(0.05, 0.95, 15)[:, None] * np.array([1.0, -1.0]) + np.array([0.0, 1.0])
+    losses = w[:, 0] * 2.0
+    cfg = RegressionConfig(model="ridge", protocol="separate_early_stop", test_frac=0.2, early_stop_frac=0.2)
+    _, three = fit_regressor(w, losses, cfg)  # 15 proxies: 3 test
+    assert three["n_test"] == 3 and three["spearman_test"] == pytest.approx(1.0)
+    _, two = fit_regressor(w[:10], losses[:10], cfg)  # 10 proxies: 2 test
+    assert two["n_test"] == 2 and np.isnan(two["spearman_test"])

@@ -337,3 +337,18 @@ def test_dominance_score_is_the_official_correlation_form():
                 np.argsort(-q)[:20], np.argsort(-q)[:120]):
         assert dominance_scores(emb[idx], ks) == pytest.approx(_official_dominance(emb[idx], ks), rel=1e-7, abs=1e-10)
     assert 9 not in dominance_scores(rng.normal(size=(50, 4)), (1, 9))
+
+def test_semdedup_kmeans_settings_reach_the_clustering():
+    # 300 unclustered points, 8 clusters: k-means has to iterate, and restarts find other partitions, so
+    # SemDeDup's kept half depends on both settings (1 iteration or 5 restarts vs the defaults 100 / 1)
+    rng = np.random.default_rng(0)
+    emb, q = rng.normal(size=(300, 8)), rng.uniform(size=300)
+
+    def kept(**kw):
+        return select("semdedup", quality=q, embeddings=emb, budget=150, seed=0,
+                      config={"n_clusters": 8, "keep": "hard", **kw}).indices
+
+    default = kept()
+    assert np.array_equal(default, kept(kmeans_max_iter=100, kmeans_n_init=1))
+    assert not np.array_equal(default, kept(kmeans_max_iter=1))
+    assert not np.array_equal(default, kept(kmeans_n_init=5))
