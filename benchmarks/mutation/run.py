@@ -81,9 +81,16 @@ timeout_multiplier = 2.0
 RESULT_LINE = re.compile(r"^\s*(\S+__mutmut_\d+):\s*(.+?)\s*$")
 
 
-def prepare(module: str, tests: list[str], work: Path, data: Path = REPO / "data") -> Path:
-    """A scratch project for one module: its own pyproject.toml with the [tool.mutmut] section."""
+def prepare(module: str, tests: list[str], work: Path, data: Path = REPO / "data", resume: bool = False) -> Path:
+    """A scratch project for one module: its own pyproject.toml with the [tool.mutmut] section.
+
+    ``resume``: keep an existing scratch project (an interrupted run): mutmut skips the mutants it has
+    results for. Only when the module and its tests are unchanged since that run: the scratch copy is
+    not refreshed, so a resumed run still tests the old copy."""
     root = work / module.replace("/", "__")
+    if resume and (root / "mutants").is_dir():
+        print(f"{module}: resuming in {root} (the scratch copy of an earlier run)")
+        return root
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
@@ -107,8 +114,8 @@ def counts(statuses: list[str]) -> dict[str, int]:
 
 
 def run_module(module: str, mutmut: str, work: Path, max_children: int,
-               data: Path = REPO / "data") -> dict[str, object]:
-    root = prepare(module, MODULES[module], work, data)
+               data: Path = REPO / "data", resume: bool = False) -> dict[str, object]:
+    root = prepare(module, MODULES[module], work, data, resume)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # mutmut puts mutants/src first itself
     env.update(KEDRO_DISABLE_TELEMETRY="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg")
     started = time.perf_counter()
@@ -153,6 +160,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "curation-mutation")
     parser.add_argument("--data", type=Path, default=REPO / "data",
                         help="the data/ folder the tests read (the corpus, the models); default: this checkout's")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted run in its scratch copy (module and tests unchanged since)")
     parser.add_argument("--max-children", type=int, default=int(os.environ.get("MUTMUT_CHILDREN", "1")))
     args = parser.parse_args()
     if args.list:
@@ -166,7 +175,7 @@ def main() -> None:
     if not mutmut:
         sys.exit("mutmut not found: set MUTMUT=/path/to/mutmut (see this script's docstring)")
     for module in args.modules or list(MODULES):  # each row is written when its module ends
-        write([run_module(module, mutmut, args.work, args.max_children, args.data)])
+        write([run_module(module, mutmut, args.work, args.max_children, args.data, args.resume)])
 
 
 if __name__ == "__main__":
