@@ -377,3 +377,80 @@ def test_long_runs_at_100k_return_the_mask_the_logits_learned():
         assert returned >= best - 0.01 * abs(best), (steps, returned, best)
         assert (returned - f_random) >= 0.95 * (best - f_random), (steps, returned, best, f_random)
         assert sel.info["blocks_warned"] == 0.0  # (the entropy may fall late in the run: harmless, see policy_health)
+
+
+# --- issue #28: survivors of the first part of the datamask mutation run ---
+
+
+def test_quality_init_is_eq13_with_clipping_and_warns_only_outside_the_range(caplog):
+    from curation.selection.datamask import quality_init
+
+    cfg = DataMaskConfig(q_min=2.0, q_max=12.0, l_min=-1.0, l_max=3.0)
+    # (q - 2) / 10 * 4 - 1: 2 -> -1, 7 -> 1, 12 -> 3; 0 and 20 are clipped to the ends
+    with caplog.at_level("WARNING", logger="curation.selection.datamask"):
+        inside = quality_init(torch.tensor([2.0, 7.0, 12.0]), cfg)
+    assert inside.tolist() == pytest.approx([-1.0, 1.0, 3.0]) and caplog.messages == []  # the bounds are inside
+    for q, expected in (([0.0, 7.0], [-1.0, 1.0]), ([7.0, 20.0], [1.0, 3.0])):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="curation.selection.datamask"):
+            assert quality_init(torch.tensor(q), cfg).tolist() == pytest.approx(expected)
+        assert caplog.messages == ["quality outside [q_min, q_max] = [2.0, 12.0]; clipped for init"]
+
+
+def test_auto_device_is_the_cpu_without_cuda_and_a_name_is_taken_as_given():
+    from curation.selection.datamask import resolve_device
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU answer")
+    assert resolve_device("auto") == torch.device("cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("meta") == torch.device("meta")
+
+
+def test_a_checkpoint_is_loaded_as_weights_only_and_a_mismatch_names_both_values(tmp_path):
+    from curation.selection.datamask import _load_checked
+
+    path = tmp_path / "block.pt"
+    torch.save({"fingerprint": {"lam": 0.3, "steps": 10}, "logits": torch.zeros(3)}, path)
+    assert torch.equal(_load_checked(path, {"lam": 0.3})["logits"], torch.zeros(3))
+    with pytest.raises(ValueError, match=rf"^selection config key 'lam': checkpoint {path} was written with 0\.3, "
+                                         r"this run has 0\.5; use another checkpoint_dir$"):
+        _load_checked(path, {"lam": 0.5})
+    # not a tensor state: an arbitrary pickled object is refused, not executed (torch.load weights_only)
+    torch.save({"fingerprint": {}, "obj": _NotATensor()}, tmp_path / "other.pt")
+    with pytest.raises(Exception, match="Weights only load failed"):
+        _load_checked(tmp_path / "other.pt", {})
+
+
+class _NotATensor:
+    pass
+
+
+def test_health_message_says_what_collapsed_and_what_to_do():
+    from curation.selection.datamask import health_message
+
+    info = {"premature": 1.0, "collapse_step": 40.0, "final_entropy": 0.123456, "logit_max": 7.5, "logit_min": -2.25,
+            "below_topk": 1.0, "returned_shortfall": 0.0234}
+    tail = ("selection.final=topk returns the top-S of the learned logits; a lower selection.lr{lr} keeps the policy "
+            "from collapsing (docs/selection.md, 'When the policy collapses').")
+    collapse = ("the DataMask policy collapsed at step 40: the entropy of softmax(L) fell below 0.5 nats in the first "
+                "half of the run (now 0.123; the logits span 9.8 nats), so learning stopped early")
+    short = "the returned (sampled) mask's objective is 2.3% below the best top-S mask of the learned logits (warn above 1%)"
+    assert health_message(info, DataMaskConfig(lr=2.5)) == f"{collapse}; {short}. " + tail.format(lr=" (now 2.5)")
+    assert health_message({"below_topk": 1.0, "returned_shortfall": 0.0234}) == f"{short}. " + tail.format(lr="")
+    assert health_message({"premature": 1.0, "collapse_step": 40.0, "final_entropy": 0.123456, "logit_max": 7.5,
+                           "logit_min": -2.25}) == f"{collapse}. " + tail.format(lr="")
+
+
+def test_summarize_blocks_takes_the_worst_block_and_counts_the_flags():
+    from curation.selection.datamask import summarize_blocks
+
+    a = {"final_entropy": 3.0, "logit_max": 4.0, "logit_min": -1.0, "returned_shortfall": 0.02, "collapsed": 1.0,
+         "premature": 0.0, "below_topk": 1.0, "warned": 1.0}
+    b = {"final_entropy": 5.0, "logit_max": 2.0, "logit_min": -6.0, "collapsed": 0.0, "premature": 1.0}
+    assert summarize_blocks([a, b, {"steps": 3}]) == {
+        "final_entropy_min": 3.0, "logit_range_max": 8.0, "returned_shortfall_max": 0.02, "blocks_collapsed": 1.0,
+        "blocks_premature": 1.0, "blocks_below_topk": 1.0, "blocks_warned": 1.0}
+    assert summarize_blocks([{"steps": 3}]) == {} and summarize_blocks([]) == {}
+    # a block without a shortfall counts as 0, not as missing
+    assert summarize_blocks([b])["returned_shortfall_max"] == 0.0
