@@ -188,8 +188,8 @@ def test_verification_values_at_a_bound_are_accepted(change):
     assert cfg.validate() is cfg
 
 
-def test_an_unknown_task_of_the_seed_loop_is_refused_too():
-    with pytest.raises(ValueError, match=r"unknown task \['race_mid'\]"):
+def test_an_unknown_task_of_the_seed_loop_is_refused_under_its_own_key():
+    with pytest.raises(ValueError, match=r"^config key 'verification\.seed_loop\.tasks': unknown task \['race_mid'\]"):
         VerificationConfig(seed_loop=SeedLoopConfig(tasks=["race_mid"])).validate()
 
 

@@ -192,8 +192,10 @@ class VerificationConfig:
                 "anneal_max_steps must be >= 1 and anneal_epochs > 0")
         require(0 <= self.anneal_warmup_fraction < 1, "anneal_warmup_fraction", "must be in [0, 1)")
         require(self.limit is None or self.limit >= 1, "limit", "must be None or >= 1")
-        unknown = [t for t in [*(self.tasks or []), *(self.seed_loop.tasks or [])] if t not in TASKS]
-        require(not unknown, "tasks", f"unknown task {unknown[:1]}; known: {sorted(TASKS)}")
+        # each list under its own key: a user fixes the one that is named
+        for key, tasks in (("tasks", self.tasks), ("seed_loop.tasks", self.seed_loop.tasks)):
+            unknown = [t for t in tasks or [] if t not in TASKS]
+            require(not unknown, key, f"unknown task {unknown[:1]}; known: {sorted(TASKS)}")
         self.seed_loop.validate()
         return self
 
