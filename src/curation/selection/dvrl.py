@@ -97,6 +97,8 @@ def train_dvrl(
             opt.zero_grad()
             rate.backward()
             opt.step()
+            if progress is not None:  # still an iteration: the callback must reach its total
+                progress(it + 1, cfg.iterations)
             continue
         terms = objective.terms(chosen.unsqueeze(0), objective.needed_terms())
         # standardised against random sets of the *same* size, so the reward does not
