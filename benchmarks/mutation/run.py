@@ -53,7 +53,7 @@ MODULES: dict[str, list[str]] = {
                              f"{_DISF}::test_hutchinson_estimate_is_unbiased_for_the_squared_norm",
                              f"{_DISF}::test_datamask_with_hutchinson_steps_reports_the_exact_objective"],
     "selection/semdedup": ["tests/selection/test_selection_api.py", "-k", "semdedup"],
-    "selection/dvrl": ["tests/selection/test_selection_api.py", "-k", "dvrl"],
+    "selection/dvrl": ["tests/selection/test_selection_dvrl.py", "tests/selection/test_selection_api.py", "-k", "dvrl"],
     "selection/greedy": ["tests/selection/test_selection_greedy.py", "tests/selection/test_selection_disf.py"],
     "selection/datamask": ["tests/selection/test_selection_datamask.py"],
     "verification/anneal": ["tests/verification/test_verification_anneal.py",
