@@ -88,7 +88,7 @@ def test_fast_equals_reference_on_small_random_problems(diversity):
     # always dominates; the first pick random or by argmax
     for seed in range(24):
         rng = np.random.default_rng(seed)
-        emb = rng.normal(size=(14, 4))
+        emb = rng.normal(size=(14, 4 if seed % 5 else 1))  # one dimension: ||z||^4 near 0 for some items
         emb[3] = 0.0
         q = rng.uniform(0, [0.1, 1.0, 10.0][seed % 3], 14)
         cfg = {"diversity": diversity, "lam": [0.2, 0.5, 0.8][seed % 4 % 3], "standardize": False, "batch_size": 14,
@@ -97,6 +97,16 @@ def test_fast_equals_reference_on_small_random_problems(diversity):
         fast = select("greedy", config={**cfg, "impl": "fast"}, **kw)
         ref = select("greedy", config={**cfg, "impl": "reference"}, **kw)
         np.testing.assert_array_equal(fast.indices, ref.indices, err_msg=f"seed {seed}")
+        # 3 of a block of 4 (the random first pick is often the argmax: it must not be taken twice),
+        # and one item of a block of 2, where the block term's 1/(N - 1) is 1
+        for n, budget in ((4, 3), (2, 1)):
+            if diversity == "disf" and budget < 2:
+                continue  # disf needs sets of 2
+            small = dict(quality=q[:n], embeddings=emb[:n] + 1.0, budget=budget, seed=seed)
+            picks = [select("greedy", config={**cfg, "batch_size": n, "impl": impl}, **small).indices
+                     for impl in ("fast", "reference")]
+            np.testing.assert_array_equal(picks[0], picks[1], err_msg=f"seed {seed}, block of {n}")
+            assert len(set(picks[0].tolist())) == budget
 
 
 def test_disf_block_with_lam_one_is_top_k_quality_and_lazy_counts_its_refreshes(data):
@@ -109,3 +119,11 @@ def test_disf_block_with_lam_one_is_top_k_quality_and_lazy_counts_its_refreshes(
     lazy = select("greedy", quality=q, embeddings=emb, budget=12, seed=0,
                   config={"diversity": "disf_block", "lam": 0.0, "batch_size": 240})
     assert 11 <= lazy.info["evaluations"] <= sum(240 - k for k in range(1, 12))
+
+
+def test_reference_counts_every_candidate_set_it_evaluates(data):
+    # the first pick is random (no evaluation), then pick k evaluates the c - k untaken candidates
+    emb, q = data
+    sel = select("greedy", quality=q, embeddings=emb, budget=6, seed=1,
+                 config={"diversity": "pws", "lam": 0.5, "batch_size": 240, "impl": "reference"})
+    assert sel.info["evaluations"] == sum(240 - k for k in range(1, 6))
