@@ -1,22 +1,39 @@
 """The seed loop's decisions and training sets (Ultra-FineWeb Sec. 2.3, 2.5, 3.2), on hand-made gains and real
 corpus rows: a pool helps only beyond z standard errors over seeds, the fallback is flagged, negatives come from
-every source evenly, round 2 adds the classifier's inferred positives."""
+every source evenly, round 2 adds the classifier's inferred positives.
+
+Each step is also called inside its own test on hand-made inputs whose outcome is worked out by hand (issue #28:
+mutmut credits a mutant only to the tests that ran it): reading pool files (`read_texts`), the loop's
+verification config (`loop_verification`), the decisions' edge cases, the draw's quotas, the classifier
+(`train_classifier`) and both rounds (`run_rounds`) with a small real fastText model, and `keep_rates`.
+`verify_pools` is not called here: it trains and anneals an LM and runs benchmarks (whole-pipeline tests)."""
 
 from __future__ import annotations
+
+import dataclasses
+import json
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from curation.scoring.training_sets import category_of
+from curation.scoring.fasttext_rater import UltraFineWebConfig
+from curation.scoring.training_sets import EVAL, category_of, human_label_split
+from curation.verification.config import VerificationConfig
 from curation.verification.seed_loop import (
     PoolSpec,
     SeedLoopConfig,
     decide_pools,
+    keep_rates,
+    loop_verification,
     pool_gains,
+    read_texts,
+    run_rounds,
     second_round_set,
     seed_pools,
     seed_training_set,
+    train_classifier,
     uniform_by_source,
 )
 
@@ -107,3 +124,336 @@ def test_pool_specs_are_checked():
         SeedLoopConfig(pools={"x": PoolSpec()}).validate()
     with pytest.raises(ValueError, match="seeds"):
         SeedLoopConfig(seeds=[0]).validate()
+
+
+# --- hand-made inputs, one function per test (mutmut credits a mutant only to the tests that ran it) --------
+
+
+def _gains(per_pool: dict[str, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"pool": p, "seed": s, "gain": g} for p, gs in per_pool.items() for s, g in enumerate(gs)])
+
+
+# Two seeds a, b: mean (a + b) / 2, SE = |a - b| / sqrt(2) / sqrt(2) = |a - b| / 2, t = (a + b) / |a - b|.
+# zeta [2, 4]: mean 3, SE 1, t 3; mid [3, 7]: mean 5, SE 2, t 2.5; flat [1, -1]: mean 0, SE 1, t 0.
+# The pools are listed out of alphabetical order: the decisions keep the order the pools were verified in.
+HAND_GAINS = {"zeta": [2.0, 4.0], "mid": [3.0, 7.0], "flat": [1.0, -1.0]}
+
+
+def test_decisions_at_the_default_two_standard_errors_keep_pool_order_and_report_t():
+    out = decide_pools(_gains(HAND_GAINS))  # default z: Sec. 2.3's "clear effectiveness" at 2 SE
+    assert out["pool"].tolist() == ["zeta", "mid", "flat"]
+    assert out["mean_gain"].tolist() == pytest.approx([3.0, 5.0, 0.0])
+    assert out["se"].tolist() == pytest.approx([1.0, 2.0, 1.0])
+    assert out["n_seeds"].tolist() == [2, 2, 2]
+    assert out["t"].tolist() == pytest.approx([3.0, 2.5, 0.0])
+    assert out["helps"].tolist() == [True, True, False]  # t 2.5 > 2 helps at the default, not at z = 3
+    assert out["positive"].tolist() == [True, True, False]
+    assert out["fallback"].tolist() == [False, False, False]  # a real decision, not a fallback
+
+
+def test_a_pool_exactly_at_z_standard_errors_or_with_zero_gain_does_not_help():
+    gains = _gains(HAND_GAINS)
+    # zeta's mean is exactly 3 SE (3 > 3 * 1 is false): "exceeds" is strict; mid's t 2.5 is below 3 too,
+    # so nothing helps and the largest mean gain (mid, 5) becomes the flagged fallback
+    out = decide_pools(gains, z=3.0)
+    assert out["helps"].tolist() == [False, False, False]
+    assert out["positive"].tolist() == [False, True, False] and out["fallback"].tolist() == [False, True, False]
+    # at a negative z every pool clears the SE bar, but a zero mean gain is no gain: flat never helps
+    assert decide_pools(gains, z=-1.0)["helps"].tolist() == [True, True, False]
+
+
+def test_decide_pools_errors_name_the_problem():
+    with pytest.raises(ValueError, match=r"^if_none='maybe': one of \('best', 'fail'\)$"):
+        decide_pools(_gains(HAND_GAINS), if_none="maybe")
+    with pytest.raises(ValueError, match="^every pool needs at least 2 seeds for a standard error$"):
+        decide_pools(_gains({"a": [1.0, 2.0], "b": [1.0]}))
+    with pytest.raises(ValueError, match=r"^no seed pool helps \(mean gain > 3 SE\):\n") as err:
+        decide_pools(_gains(HAND_GAINS), z=3.0, if_none="fail")
+    lines = str(err.value).splitlines()
+    # the table the user reads: every column, one row per pool, led by the pool's name (no index column)
+    assert lines[1].split() == ["pool", "mean_gain", "se", "n_seeds", "t", "helps", "positive", "fallback"]
+    assert [line.split()[0] for line in lines[2:]] == ["zeta", "mid", "flat"]
+
+
+def test_pool_gains_without_a_control_at_some_seed_is_an_error():
+    with pytest.raises(ValueError, match="^a pool was verified at a seed without its control run$"):
+        pool_gains(_averages({"a": [1.0, 2.0, 3.0]}, [1.0, 2.0]), "default_only")
+
+
+def _sources(counts: dict[str, int]) -> pd.DataFrame:
+    # sources listed in reverse alphabetical order: the draw must not depend on the row order of the sources
+    src = [s for s, k in counts.items() for _ in range(k)]
+    return pd.DataFrame({"source": src, "x": range(len(src))})
+
+
+def test_uniform_by_source_gives_a_remainder_to_the_first_sources_in_sorted_order():
+    frame = _sources({"c": 10, "b": 10, "a": 10})
+    # 5 over 3 sources: 1 each, then the 2 left go one each to a and b (not both to a)
+    out = uniform_by_source(frame, 5, np.random.default_rng(0))
+    assert out["source"].value_counts().sort_index().to_dict() == {"a": 2, "b": 2, "c": 1}
+    # 2 over 3 sources: two different sources, never 2 from one
+    out = uniform_by_source(frame, 2, np.random.default_rng(0))
+    assert out["source"].value_counts().sort_index().to_dict() == {"a": 1, "b": 1}
+    assert out.index.is_monotonic_increasing  # rows keep the frame's order
+
+
+def test_uniform_by_source_fills_up_a_partly_drawn_source_without_overdrawing_it():
+    frame = _sources({"c": 100, "b": 2, "a": 8})
+    # 21 as evenly as possible: b gives its 2, a its 8, c the remaining 11
+    out = uniform_by_source(frame, 21, np.random.default_rng(0))
+    assert len(out) == 21 and not out.index.duplicated().any()
+    assert out["source"].value_counts().sort_index().to_dict() == {"a": 8, "b": 2, "c": 11}
+
+
+def _hand_docs(n: int, sources: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"id": [f"d{i}" for i in range(n)], "text": [f"text {i}" for i in range(n)],
+                         "source": sources})
+
+
+def _hand_pools(members: dict[str, list[int]]) -> pd.DataFrame:
+    return pd.DataFrame([{"pool": p, "id": f"d{i}", "text": f"text {i}", "in_corpus": True}
+                         for p, idx in members.items() for i in idx])
+
+
+def test_seed_training_set_counts_a_document_of_two_positive_pools_once_and_balances_the_classes():
+    docs = _hand_docs(8, ["s1", "s1", "s2", "s2", "s3", "s3", "s4", "s4"])
+    pools = _hand_pools({"p1": [0, 1], "p2": [1, 2], "p3": [3]})
+    decisions = pd.DataFrame({"pool": ["p1", "p2", "p3"], "positive": [True, True, False]})
+    train = seed_training_set(docs, pools, decisions, SeedLoopConfig(train_docs=10))
+    # positives d0, d1 (in p1 and p2: once, under the first pool), d2; 3 < the 5 raw documents d3..d7, so 3 each
+    assert list(train.columns) == ["id", "text", "label", "origin"] and list(train.index) == list(range(6))
+    assert train[train["label"] == 1].to_dict("list") == {
+        "id": ["d0", "d1", "d2"], "text": ["text 0", "text 1", "text 2"], "label": [1, 1, 1],
+        "origin": ["p1", "p1", "p2"]}
+    neg = train[train["label"] == 0]
+    # one from each raw source left (s2: d3, s3: d4/d5, s4: d6/d7); s1 has only positives
+    assert sorted(neg["origin"]) == ["s2", "s3", "s4"] and "d3" in set(neg["id"])
+    assert (neg["text"] == "text " + neg["id"].str[1:]).all()
+
+
+def test_seed_training_set_balances_to_the_smaller_side_and_keeps_held_out_rows_out():
+    docs = _hand_docs(8, ["s1", "s1", "s2", "s2", "s3", "s3", "s4", "s4"])
+    pools = _hand_pools({"p1": [0, 1], "p2": [2], "p3": [3]})
+    decisions = pd.DataFrame({"pool": ["p1", "p2", "p3"], "positive": [True, True, True]})
+    held_out = pd.Series([True, False, False, False, True, True, True, False])
+    # positives d1 (p1), d2 (p2), d3 (p3) (d0 held out); negatives: only d7 is neither positive nor held out
+    train = seed_training_set(docs, pools, decisions, SeedLoopConfig(train_docs=10), held_out)
+    # 1 of each: the one positive comes from the first pool in sorted order
+    assert train[["id", "label", "origin"]].to_dict("list") == {"id": ["d1", "d7"], "label": [1, 0],
+                                                                "origin": ["p1", "s4"]}
+    with pytest.raises(ValueError, match="^cannot build a training set: 0 positive and 8 negative documents$"):
+        seed_training_set(docs, pools, decisions.assign(positive=False), SeedLoopConfig())
+
+
+def test_seed_training_set_is_reproducible_from_the_configured_seed(docs):
+    cfg = SeedLoopConfig(pools={"enc": PoolSpec(category="encyclopedic")}, train_docs=30, seed=3)
+    pools = seed_pools(docs, cfg)
+    decisions = pd.DataFrame({"pool": ["enc"], "positive": [True]})
+    first = seed_training_set(docs, pools, decisions, cfg)
+    again = seed_training_set(docs, pools, decisions, cfg)
+    assert first["id"].tolist() == again["id"].tolist()  # 30 of ~330 raw documents: a fresh seed would differ
+    second = second_round_set(docs, first, np.where(docs["category"].eq("docs"), 0.9, 0.1), 0.5, cfg)
+    assert second["id"].tolist() == second_round_set(
+        docs, first, np.where(docs["category"].eq("docs"), 0.9, 0.1), 0.5, cfg)["id"].tolist()
+
+
+# documents d0..d10 and their round-1 scores: d0, d1 are round 1's seeds; d2 sits exactly at the threshold
+# (kept: P >= 0.5), d3 has no score (NaN: rejected), d6 and d7 are held out
+R2_SOURCES = ["s1", "s1", "s1", "s1", "s2", "s2", "s3", "s3", "s3", "s4", "s3"]
+R2_SCORES = np.array([0.9, 0.9, 0.5, np.nan, 0.49, 0.2, 0.7, 0.1, 0.3, 0.95, 0.0])
+R2_HELD = pd.Series([False] * 6 + [True, True] + [False] * 3)
+
+
+def _round1() -> pd.DataFrame:
+    return pd.DataFrame({"id": ["d0", "d1", "d5"], "text": ["text 0", "text 1", "text 5"], "label": [1, 1, 0],
+                         "origin": ["p1", "p1", "s2"]})
+
+
+def test_second_round_keeps_at_the_threshold_rejects_unscored_and_leaves_held_out_rows_out():
+    docs = _hand_docs(11, R2_SOURCES)
+    out = second_round_set(docs, _round1(), R2_SCORES, 0.5, SeedLoopConfig(train_docs=10), R2_HELD)
+    # positives: seeds d0, d1 + inferred d2 (= 0.5), d9; rejected: d3 (NaN), d4, d5, d8, d10 -> 4 of each
+    assert list(out.columns) == ["id", "text", "label", "origin"] and list(out.index) == list(range(8))
+    pos, neg = out[out["label"] == 1], out[out["label"] == 0]
+    assert dict(zip(pos["id"], pos["origin"])) == {"d0": "p1", "d1": "p1", "d2": "inferred", "d9": "inferred"}
+    assert (out["text"] == "text " + out["id"].str[1:]).all()
+    # 4 of the 5 rejected, evenly over sources: s1 d3, s2 d4 + d5, s3 one of d8 / d10
+    src = dict(zip(docs["id"], docs["source"]))
+    assert {"d3", "d4", "d5"} <= set(neg["id"]) and len(neg) == 4
+    assert neg["origin"].tolist() == [src[i] for i in neg["id"]]
+    assert sorted(neg["origin"]) == ["s1", "s2", "s2", "s3"]
+
+
+def test_second_round_is_capped_by_train_docs_and_by_the_smaller_side():
+    docs = _hand_docs(11, R2_SOURCES)
+    # at most 3 per class: inferred 2 (sorted first), seeds 1
+    out = second_round_set(docs, _round1(), R2_SCORES, 0.5, SeedLoopConfig(train_docs=3), R2_HELD)
+    assert out.groupby("label")["origin"].apply(sorted).to_dict() == {
+        0: ["s1", "s2", "s3"], 1: ["inferred", "inferred", "p1"]}
+    # threshold 0: every finite score is kept, only the unscored d3 is rejected -> 1 of each
+    out = second_round_set(docs, _round1(), R2_SCORES, 0.0, SeedLoopConfig(train_docs=10), R2_HELD)
+    assert out[["label", "origin"]].to_dict("list") == {"label": [1, 0], "origin": ["inferred", "s1"]}
+    assert out["id"].tolist()[1] == "d3"
+    # no seeds and nothing kept: no positive at all (9 usable raw documents rejected)
+    with pytest.raises(ValueError, match="^round 2: 0 positive and 9 negative documents$"):
+        second_round_set(docs, _round1().iloc[2:], np.zeros(11), 0.5, SeedLoopConfig(), R2_HELD)
+
+
+def _jsonl(path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def test_read_texts_reads_a_folder_parquet_files_first_then_jsonl_each_in_name_order(tmp_path):
+    folder = tmp_path / "pool"
+    folder.mkdir()
+    pd.DataFrame({"id": ["b0"], "text": ["from b"], "extra": [1]}).to_parquet(folder / "b.parquet")
+    pd.DataFrame({"id": ["a0", "a1"], "text": ["from a", "again a"]}).to_parquet(folder / "a.parquet")
+    _jsonl(folder / "z.jsonl", [{"id": 7, "text": "from z"}])  # a numeric id becomes a string id
+    _jsonl(folder / "c.jsonl", [{"id": "c0", "text": "from c"}, {"id": "c1", "text": 5}])  # text made a string
+    (folder / "notes.txt").write_text("not a pool file")
+    out = read_texts(str(folder))
+    assert out.to_dict("list") == {"id": ["a0", "a1", "b0", "c0", "c1", "7"],
+                                   "text": ["from a", "again a", "from b", "from c", "5", "from z"]}
+
+
+def test_read_texts_reads_one_file_and_makes_up_ids_from_its_name(tmp_path):
+    _jsonl(tmp_path / "seeds.jsonl", [{"text": "first"}, {"text": "second"}])
+    out = read_texts(str(tmp_path / "seeds.jsonl"))
+    assert out.to_dict("list") == {"id": ["seeds.jsonl/0", "seeds.jsonl/1"], "text": ["first", "second"]}
+    pd.DataFrame({"id": ["p0"], "text": ["parquet"]}).to_parquet(tmp_path / "one.parquet")
+    assert read_texts(str(tmp_path / "one.parquet")).to_dict("list") == {"id": ["p0"], "text": ["parquet"]}
+
+
+def test_read_texts_expands_a_glob_relative_to_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "pools").mkdir()
+    _jsonl(tmp_path / "pools" / "y.jsonl", [{"id": "y0", "text": "why"}])
+    _jsonl(tmp_path / "pools" / "x.jsonl", [{"id": "x0", "text": "ex"}])
+    _jsonl(tmp_path / "pools" / "other.txt", [{"id": "o0", "text": "no"}])
+    monkeypatch.chdir(tmp_path)
+    assert read_texts("pools/*.jsonl").to_dict("list") == {"id": ["x0", "y0"], "text": ["ex", "why"]}
+    # an absolute pattern too (pathlib's glob refuses one; a missing absolute path must still say so)
+    assert read_texts(str(tmp_path / "pools" / "*.jsonl"))["id"].tolist() == ["x0", "y0"]
+
+
+def test_read_texts_errors_name_the_pool_path(tmp_path):
+    missing = str(tmp_path / "nothing")
+    with pytest.raises(FileNotFoundError, match=f"^seed pool {re.escape(repr(missing))}: no parquet or JSONL file$"):
+        read_texts(missing)
+    _jsonl(tmp_path / "bodies.jsonl", [{"id": "b", "body": "no text column"}])
+    path = str(tmp_path / "bodies.jsonl")
+    with pytest.raises(ValueError, match=f"^seed pool {re.escape(repr(path))}: no 'text' column "
+                                         r"\(columns: \['id', 'body'\]\)$"):
+        read_texts(path)
+
+
+def test_seed_pools_reads_file_pools_marks_corpus_ids_and_numbers_rows_afresh(tmp_path):
+    docs = pd.DataFrame({"id": ["d0", "d1", "d2"], "text": ["a", "b", "c"], "category": ["web", None, "books"]},
+                        index=[10, 11, 12])
+    _jsonl(tmp_path / "mine.jsonl", [{"id": "d1", "text": "b"}, {"id": "elsewhere", "text": "z"}])
+    cfg = SeedLoopConfig(pools={"books": PoolSpec(category="books"), "mine": PoolSpec(path=str(tmp_path / "mine.jsonl"))})
+    out = seed_pools(docs, cfg)
+    assert list(out.index) == [0, 1, 2]
+    assert out.to_dict("list") == {"pool": ["books", "mine", "mine"], "id": ["d2", "d1", "elsewhere"],
+                                   "text": ["c", "b", "z"], "in_corpus": [True, True, False]}
+    with pytest.raises(ValueError, match=r"^seed pool 'x': no document of category 'forum' \(known: \['books', 'web'\]\)$"):
+        seed_pools(docs, SeedLoopConfig(pools={"x": PoolSpec(category="forum")}))
+
+
+def test_loop_verification_takes_the_loops_scale_and_falls_back_to_verifications_tasks_and_limit():
+    verification = VerificationConfig(tasks=["piqa", "arc_easy"], limit=9, anneal_epochs=4.0)
+    cfg = SeedLoopConfig(base_tokens=5_000, candidate_tokens=300, ratio=0.2, default_docs=70, tasks=["hellaswag"],
+                         limit=3)
+    out = loop_verification(verification, cfg)
+    assert (out.base_tokens, out.candidate_tokens, out.ratios, out.default_docs, out.tasks, out.limit) == (
+        5_000, 300, [0.2], 70, ["hellaswag"], 3)
+    assert out.anneal_epochs == 4.0 and verification.base_tokens == VerificationConfig().base_tokens  # a copy
+    out = loop_verification(verification, dataclasses.replace(cfg, tasks=None, limit=None))
+    assert (out.tasks, out.limit) == (["piqa", "arc_easy"], 9)
+    # the result is validated like any verification config
+    with pytest.raises(ValueError, match=r"^config key 'verification\.tasks': unknown task \['nope'\]; known: "):
+        loop_verification(verification, dataclasses.replace(cfg, tasks=["nope"]))
+
+
+def test_keep_rates_per_value_in_sorted_order_plus_all():
+    frame = pd.DataFrame({"category": ["b", "a", "b", "a", "b"], "source": ["x", "x", "y", "y", "y"],
+                          "keep": [True, False, False, False, True], "ufw_score": [0.9, 0.1, 0.4, 0.3, 0.8]})
+    out = keep_rates(frame)
+    assert list(out.columns) == ["category", "docs", "kept", "keep_rate", "mean_score"]
+    assert out["category"].tolist() == ["a", "b", "all"]
+    assert out["docs"].tolist() == [2, 3, 5] and out["kept"].tolist() == [0, 2, 2]
+    assert out["keep_rate"].tolist() == pytest.approx([0.0, 2 / 3, 0.4])
+    assert out["mean_score"].tolist() == pytest.approx([0.2, 0.7, 0.5])
+    by_source = keep_rates(frame, by="source")
+    assert by_source["source"].tolist() == ["x", "y", "all"] and by_source["kept"].tolist() == [1, 1, 2]
+    assert by_source["mean_score"].tolist() == pytest.approx([0.5, 0.5, 0.5])
+
+
+# fastText small enough for a test: a few dozen real documents separate cleanly with 50 epochs at lr 1.0
+# (measured: encyclopedic vs web, P >= 0.95 for encyclopedic, mean ~0.1 elsewhere); thread 1 is reproducible
+SMALL_FT = UltraFineWebConfig(bucket=10_000, dim=16, lr=1.0, epoch=50, thread=1, quantize=False)
+
+
+def test_train_classifier_learns_label_one_as_the_positive_class(docs):
+    enc = docs[docs["category"] == "encyclopedic"].head(20)
+    web = docs[docs["category"] == "web"].head(20)
+    # negatives first: the classes come from the label column, not from the row order
+    training = pd.concat([pd.DataFrame({"text": web["text"], "label": 0}),
+                          pd.DataFrame({"text": enc["text"], "label": 1})], ignore_index=True)
+    rater = train_classifier(training, SMALL_FT)
+    assert rater.cfg is SMALL_FT
+    s = rater.score(training["text"].tolist())
+    assert s[training["label"] == 1].min() > 0.5 > s[training["label"] == 0].mean()
+
+
+@pytest.fixture(scope="module")
+def small_docs(docs):
+    # 120 real documents plus one that preprocessing empties (its score is NaN: never kept)
+    empty = pd.DataFrame({"id": ["empty"], "text": [""], "category": ["web"], "source": ["none"]})
+    return pd.concat([docs.head(120), empty], ignore_index=True)
+
+
+def _enc_pools(docs: pd.DataFrame, cfg: SeedLoopConfig):
+    return seed_pools(docs, cfg), pd.DataFrame({"pool": ["enc"], "positive": [True]})
+
+
+def test_run_rounds_trains_two_rounds_scores_with_the_last_and_keeps_at_one_half(small_docs):
+    cfg = SeedLoopConfig(pools={"enc": PoolSpec(category="encyclopedic")}, train_docs=12, rounds=2, bucket=10_000,
+                         epoch=50)
+    pools, decisions = _enc_pools(small_docs, cfg)
+    sets, scores, metrics = run_rounds(small_docs, pools, decisions, cfg,
+                                       dataclasses.replace(SMALL_FT, threshold=None))  # None: Sec. 2.5's 0.5
+    assert list(sets.columns) == ["id", "label", "origin", "round"]  # no text
+    assert list(scores.columns) == ["id", "category", "source", "ufw_score_round1", "ufw_score_round2",
+                                    "ufw_score", "keep"]
+    assert metrics["threshold"] == 0.5 and metrics["rounds_run"] == 2.0 and "round2_skipped" not in metrics
+    r1, r2 = sets[sets["round"] == 1], sets[sets["round"] == 2]
+    assert (r1["label"] == 1).sum() == (r1["label"] == 0).sum() == 12 == metrics["round1_positives"]
+    assert set(r1.loc[r1["label"] == 1, "origin"]) == {"enc"}
+    assert metrics["round2_positives"] == (r2["label"] == 1).sum() == (r2["label"] == 0).sum()
+    assert metrics["round2_negatives"] == metrics["round2_positives"]
+    # the held-out human-labelled rows (scoring's eval split) train neither round
+    held = set(small_docs.loc[(human_label_split(small_docs) == EVAL).to_numpy(), "id"])
+    assert held and not held & set(sets["id"])
+    # round 1 learned its positives: the encyclopedic documents score above the web ones
+    by_cat = scores.groupby("category")["ufw_score_round1"].mean()
+    assert by_cat["encyclopedic"] > 0.5 > by_cat["web"]
+    # the last round's scores decide, kept at P >= 0.5, the empty document never
+    assert scores["ufw_score"].equals(scores["ufw_score_round2"])
+    assert scores["keep"].tolist() == (scores["ufw_score"] >= 0.5).tolist()
+    assert np.isnan(scores.loc[scores["id"] == "empty", "ufw_score"].item())
+    for k in (1, 2):
+        assert metrics[f"round{k}_keep_rate"] == pytest.approx((scores[f"ufw_score_round{k}"] >= 0.5).mean())
+
+
+def test_run_rounds_skips_round_two_when_round_one_keeps_every_raw_document(docs):
+    # threshold 0 keeps every scored document: no rejected one is left to be a round-2 negative
+    small = docs.head(80)
+    cfg = SeedLoopConfig(pools={"enc": PoolSpec(category="encyclopedic")}, train_docs=8, rounds=2, bucket=10_000,
+                         epoch=50, exclude_eval_labels=False)
+    pools, decisions = _enc_pools(small, cfg)
+    sets, scores, metrics = run_rounds(small, pools, decisions, cfg, dataclasses.replace(SMALL_FT, threshold=0.0))
+    assert metrics["round2_skipped"] == 1.0 and metrics["rounds_run"] == 1.0 and metrics["threshold"] == 0.0
+    assert set(sets["round"]) == {1} and "ufw_score_round2" not in scores
+    assert scores["keep"].all() and metrics["round1_keep_rate"] == 1.0
+    assert scores["ufw_score"].equals(scores["ufw_score_round1"])
+    assert (sets["label"] == 0).sum() == 8 == metrics["round1_negatives"] == metrics["round1_positives"]

@@ -22,6 +22,7 @@ Plain Python: the ufw_classifier nodes adapt it to Kedro; MLflow sees only their
 from __future__ import annotations
 
 import dataclasses
+import glob
 import logging
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -47,8 +48,10 @@ log = logging.getLogger(__name__)
 def read_texts(path: str) -> pd.DataFrame:
     """``id``, ``text`` of a parquet / JSONL file, a folder of them or a glob (ids made up where missing)."""
     p = Path(path)
+    # glob.glob, not Path().glob: the latter refuses an absolute pattern (NotImplementedError), so a missing
+    # absolute path would not reach the FileNotFoundError below
     files = sorted(p.glob("*.parquet")) + sorted(p.glob("*.jsonl")) if p.is_dir() else (
-        [p] if p.exists() else sorted(Path().glob(path)))
+        [p] if p.exists() else sorted(Path(f) for f in glob.glob(path)))
     if not files:
         raise FileNotFoundError(f"seed pool {path!r}: no parquet or JSONL file")
     frames = [pd.read_parquet(f) if f.suffix == ".parquet" else pd.read_json(f, lines=True) for f in files]
