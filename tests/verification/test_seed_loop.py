@@ -6,7 +6,7 @@ Each step is also called inside its own test on hand-made inputs whose outcome i
 mutmut credits a mutant only to the tests that ran it): reading pool files (`read_texts`), the loop's
 verification config (`loop_verification`), the decisions' edge cases, the draw's quotas, the classifier
 (`train_classifier`) and both rounds (`run_rounds`) with a small real fastText model, and `keep_rates`.
-`verify_pools` is not called here: it trains and anneals an LM and runs benchmarks (whole-pipeline tests)."""
+`verify_pools` runs once, with a one-layer LM, 2 annealing steps and 2 benchmark items (~6 s)."""
 
 from __future__ import annotations
 
@@ -457,3 +457,42 @@ def test_run_rounds_skips_round_two_when_round_one_keeps_every_raw_document(docs
     assert scores["keep"].all() and metrics["round1_keep_rate"] == 1.0
     assert scores["ufw_score"].equals(scores["ufw_score_round1"])
     assert (sets["label"] == 0).sum() == 8 == metrics["round1_negatives"] == metrics["round1_positives"]
+
+
+def test_verify_pools_anneals_each_pool_per_seed_and_gains_are_against_that_seeds_control(corpus_sample):
+    # a tiny LM (1 layer), 2 pools x 2 seeds, 2 annealing steps, 2 PIQA items: the loop's own plumbing, each
+    # number read back from the returned results: gain = the pool's task average - the default-only run's, same seed
+    from curation.lm import get_config, train_tokenizer
+    from curation.lm.model import ModelConfig
+    from curation.verification.seed_loop import verify_pools
+
+    texts = corpus_sample["text"].head(90).tolist()
+    tokenizer = train_tokenizer(texts, vocab_size=512)
+    pretrain = get_config("tiny")
+    pretrain.tokenizer.vocab_size = 512
+    pretrain.model = ModelConfig(vocab_size=512, max_seq_len=32, n_layer=1, d_model=32, n_head=2, n_kv_head=1,
+                                 d_ff=64)
+    pretrain.train = dataclasses.replace(pretrain.train, seq_len=32, batch_size=4, num_threads=1)
+    documents = pd.DataFrame({"id": [f"d{i}" for i in range(50)], "text": texts[:50]})
+    # short pool documents (150 characters), so that several fit the 200-token verification sample
+    pools = pd.DataFrame({"pool": ["p"] * 20 + ["q"] * 20, "text": [t[:150] for t in texts[50:90]]})
+    cfg = SeedLoopConfig(seeds=[0, 1], base_tokens=512, candidate_tokens=200, default_docs=30, tasks=["piqa"],
+                         limit=2)
+    verification = VerificationConfig(anneal_steps=2)
+    gains, results, metrics = verify_pools(pools, documents, tokenizer, pretrain, verification, cfg,
+                                           {"num_threads": 1}, {"enabled": False})
+    assert list(gains.columns) == ["pool", "seed", "average", "control", "gain"]
+    assert sorted(zip(gains["pool"], gains["seed"])) == [("p", 0), ("p", 1), ("q", 0), ("q", 1)]
+    annealed = results[results["dataset"] != "base"]
+    assert set(results["seed"]) == {0, 1} and set(annealed["ratio"]) == {0.3}  # the loop's ratio
+    for row in gains.itertuples():
+        at = annealed[annealed["seed"] == row.seed]
+        average = 100 * at[at["dataset"] == row.pool]["value"].mean()
+        control = 100 * at[at["dataset"] == "default_only"]["value"].mean()
+        assert (row.average, row.control, row.gain) == pytest.approx((average, control, average - control))
+    for pool in ("p", "q"):
+        for seed in (0, 1):
+            tokens = metrics[f"{pool}_s{seed}_verification_tokens"]
+            docs = metrics[f"{pool}_s{seed}_verification_docs"]
+            assert docs >= 2 and 10 * docs <= tokens <= 200  # 150 characters are more than 10 tokens
+    assert metrics["base_cache_hit"] == 0.0 and "s0_anneal_steps" in metrics and "s1_anneal_steps" in metrics
