@@ -7,6 +7,7 @@ not the cap, sets the annealing length. The LR of the built schedules is read ba
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,30 @@ def test_the_formula_governs_until_the_documented_cap():
     # anneal_epochs changes the length at the defaults (it had no effect under the old 48-step cap)
     more = schedule_summary(pretrain, VerificationConfig(anneal_epochs=5.0), None)
     assert more["anneal_steps_r0.30"] > schedule_summary(pretrain, cfg)["anneal_steps_r0.30"]
+
+
+def test_schedule_summary_by_hand():
+    # 32 tokens x 4 sequences x 2 accumulated = 256 tokens a step; base 12,800 tokens = 50 steps, warmup
+    # round(0.04 x 50) = 2; App. A: 512 candidate tokens x 3 epochs / r / 256 = 24 steps at r = 0.25 (capped at 20),
+    # 12 at r = 0.5 (the formula governs); peaks 0.1 x 1e-3, floor 0.05 of that
+    pretrain = get_config("tiny")
+    pretrain.train = dataclasses.replace(pretrain.train, seq_len=32, batch_size=4, accumulate_grad_batches=2,
+                                         lr=1e-3, min_lr=1e-4)
+    cfg = VerificationConfig(base_tokens=12_800, ratios=[0.25, 0.5], candidate_tokens=512, anneal_epochs=3.0,
+                             anneal_max_steps=20)
+    assert schedule_summary(pretrain, cfg) == pytest.approx({
+        "base_peak_lr": 1e-3, "base_final_lr": 1e-4, "base_steps": 50.0, "base_tokens": 12_800.0,
+        "base_warmup_steps": 2.0, "anneal_peak_lr": 1e-4, "anneal_final_lr": 5e-6,
+        "anneal_steps_r0.25": 20.0, "anneal_tokens_r0.25": 5_120.0, "anneal_share_of_base_r0.25": 0.4,
+        "anneal_formula_governs_r0.25": 0.0,
+        "anneal_steps_r0.50": 12.0, "anneal_tokens_r0.50": 3_072.0, "anneal_share_of_base_r0.50": 0.24,
+        "anneal_formula_governs_r0.50": 1.0})
+    # a fixed length overrides the formula (which then does not govern); a candidate size given here wins
+    fixed = schedule_summary(pretrain, dataclasses.replace(cfg, anneal_steps=7), 64)
+    assert (fixed["anneal_steps_r0.50"], fixed["anneal_formula_governs_r0.50"]) == (7.0, 0.0)
+    assert schedule_summary(pretrain, cfg, 64)["anneal_steps_r0.50"] == 2.0  # 64 x 3 / 0.5 / 256 = 1.5 -> 2
+    # the formula is not capped at the paper's 5,000 steps before anneal_max_steps is applied
+    long = schedule_summary(pretrain, dataclasses.replace(cfg, ratios=[0.5], anneal_max_steps=10_000), 256_000)
+    assert (long["anneal_steps_r0.50"], long["anneal_formula_governs_r0.50"]) == (6_000.0, 1.0)
+    with pytest.raises(ValueError, match="^name candidate_tokens: the config keeps candidates whole$"):
+        schedule_summary(pretrain, dataclasses.replace(cfg, candidate_tokens=None))
