@@ -127,3 +127,48 @@ def test_reference_counts_every_candidate_set_it_evaluates(data):
     sel = select("greedy", quality=q, embeddings=emb, budget=6, seed=1,
                  config={"diversity": "pws", "lam": 0.5, "batch_size": 240, "impl": "reference"})
     assert sel.info["evaluations"] == sum(240 - k for k in range(1, 6))
+
+
+def test_select_greedy_batches_history_info_and_progress():
+    # 10 items in batches of 4 (4, 4, 2): a budget of 7 is allocated 3, 3, 1 (largest remainders, ties to the
+    # earlier batch: allocate_budget); each greedy batch has a history row, progress is called per batch
+    from curation.selection.config import GreedyConfig
+    from curation.selection.greedy import select_greedy
+
+    rng = np.random.default_rng(0)
+    emb, q = torch.tensor(rng.normal(size=(10, 3))), torch.tensor(rng.uniform(size=10))
+    obj = Objective(emb, q, diversity="pws", lam=0.5)
+    calls = []
+    cfg = GreedyConfig(diversity="pws", lam=0.5, batch_size=4, impl="reference")
+    ids, history, info = select_greedy(obj, 7, cfg, seed=3, progress=lambda i, n: calls.append((i, n)))
+    budgets = allocate_budget(7, [4, 4, 2])
+    assert len(ids) == 7 and np.array_equal(ids, np.sort(ids)) and ids.dtype == np.int64
+    for b, (lo, hi) in zip(budgets, ((0, 4), (4, 8), (8, 10))):
+        assert ((ids >= lo) & (ids < hi)).sum() == b  # every batch gives its own share, from its own items
+    assert list(history.columns) == ["batch", "candidates", "budget", "evaluations", "wall_time_s"]
+    assert history["batch"].tolist() == [0, 1, 2] and history["candidates"].tolist() == [4, 4, 2]
+    assert history["budget"].tolist() == budgets
+    # the reference evaluates c - k candidates at pick k after a random first pick
+    assert history["evaluations"].tolist() == [sum(c - k for k in range(1, b)) for c, b in zip([4, 4, 2], budgets)]
+    # seconds since the call started, growing per batch (a few milliseconds here)
+    assert (history["wall_time_s"].diff().dropna() >= 0).all() and history["wall_time_s"].between(0, 60).all()
+    assert info == {"batch_size": 4, "n_batches": 3, "evaluations": int(history["evaluations"].sum()),
+                    "impl": "reference"}
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    # the same call again is the same selection (seed 3); seed defaults to 0
+    assert np.array_equal(select_greedy(obj, 7, cfg, seed=3)[0], ids)
+    assert np.array_equal(select_greedy(obj, 7, cfg)[0], select_greedy(obj, 7, cfg, seed=0)[0])
+    # a batch whose share is all of it is taken whole; one with no share is skipped (no row)
+    # 9 of 10 in batches of 5: shares 5 and 4, so batch 0 is taken whole and only batch 1 runs greedy
+    whole_ids, whole_history, _ = select_greedy(obj, 9, GreedyConfig(diversity="pws", lam=0.5, batch_size=5), seed=0)
+    assert np.array_equal(whole_ids[:5], np.arange(5)) and len(whole_ids) == 9
+    assert whole_history["batch"].tolist() == [1]
+    # 1 of 10 in batches of 4, 4, 2: shares 1, 0, 0 (a share of 0 can only follow the others: allocate_budget
+    # breaks ties towards earlier batches and the last batch is the smallest)
+    one_ids, one_history, one_info = select_greedy(obj, 1, cfg, seed=0)
+    assert len(one_ids) == 1 and one_ids[0] < 4 and one_history["batch"].tolist() == [0]
+    tail = select_greedy(obj, 3, GreedyConfig(diversity="pws", lam=0.5, batch_size=4, impl="reference"), seed=0)
+    assert tail[1]["budget"].tolist() == allocate_budget(3, [4, 4, 2]) == [1, 1, 1] and len(tail[0]) == 3
+    # DiSF's default batch is 1,024 items (DiSF Algorithm 1); other diversities take the block
+    assert select_greedy(obj, 3, GreedyConfig(diversity="disf", lam=0.0))[2]["batch_size"] == 1024
+    assert select_greedy(obj, 3, GreedyConfig(diversity="pws", lam=0.5))[2]["batch_size"] == 10
