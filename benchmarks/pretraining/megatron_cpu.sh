@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 W=${W:-/tmp/megatron_cpu}; rm -rf "$W"; mkdir -p "$W"
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)  # these machines are shared: the summary says how busy it was
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore KEDRO_DISABLE_TELEMETRY=true HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 PY=.venv/bin/python
 $PY - "$W" <<'PY'
@@ -31,7 +32,8 @@ run moe --model tiny_moe --train-iters 200 --save-interval 200
 for name in dense moe; do
   $PY -m curation.pretraining.launch export --load "$W/$name" --output "$W/${name}_export" 2>&1 | grep -v -i warn | tail -1
 done
-$PY - "$W" <<'PY'
+LOAD_AFTER_TRAIN=$(cut -d' ' -f1-3 /proc/loadavg)
+$PY - "$W" "$LOAD_BEFORE" "$LOAD_AFTER_TRAIN" <<'PY'
 import json, sys, time
 from pathlib import Path
 import pandas as pd
@@ -50,6 +52,7 @@ for name in ("dense", "moe"):
     summary.append({"model": name, "first_step": steps[0]["iteration"], "first_loss": steps[0]["lm_loss"],
                     "last_step": steps[-1]["iteration"], "last_loss": steps[-1]["lm_loss"],
                     "resumed_from": resumed[0] if resumed else "", "eval_seconds": round(time.perf_counter() - t),
+                    "loadavg_before": sys.argv[2], "loadavg_after_training": sys.argv[3],
                     **{k: v for k, v in ev.items() if k in ("average", "mc_correct_prob_per_char", "ref_bits_per_byte")}})
 Path("benchmarks/results").mkdir(exist_ok=True)
 pd.DataFrame(rows).to_csv("benchmarks/results/megatron_cpu.csv", index=False)
