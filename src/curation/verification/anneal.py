@@ -116,9 +116,9 @@ def base_config(pretrain: PretrainConfig, cfg: VerificationConfig) -> PretrainCo
 
 
 def base_steps(pretrain: PretrainConfig, cfg: VerificationConfig) -> int:
-    """Optimizer steps of the base run (``base_tokens`` in steps of ``pretrain.train.tokens_per_step``, rounded up
-    as the run itself counts them: :meth:`curation.lm.config.TrainConfig.total_steps` of :func:`base_config`)."""
-    return max(1, -(-cfg.base_tokens // pretrain.train.tokens_per_step))
+    """Optimizer steps of the base run: ``base_tokens`` counted as the run itself counts them
+    (:meth:`curation.lm.config.TrainConfig.total_steps`, whole steps rounded up)."""
+    return dataclasses.replace(pretrain.train, max_tokens=cfg.base_tokens, max_steps=None).total_steps()
 
 
 def train_base(tokens: dict[str, PackedDataset], tokenizer: tokenizers.Tokenizer, pretrain: PretrainConfig,
