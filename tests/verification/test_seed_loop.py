@@ -462,17 +462,13 @@ def test_run_rounds_skips_round_two_when_round_one_keeps_every_raw_document(docs
 def test_verify_pools_anneals_each_pool_per_seed_and_gains_are_against_that_seeds_control(corpus_sample):
     # a tiny LM (1 layer), 2 pools x 2 seeds, 2 annealing steps, 2 PIQA items: the loop's own plumbing, each
     # number read back from the returned results: gain = the pool's task average - the default-only run's, same seed
-    from curation.lm import get_config, train_tokenizer
-    from curation.lm.model import ModelConfig
+    from curation.lm import train_tokenizer
     from curation.verification.seed_loop import verify_pools
+    from tests.verification.tiny_lm import tiny_pretrain
 
     texts = corpus_sample["text"].head(90).tolist()
     tokenizer = train_tokenizer(texts, vocab_size=512)
-    pretrain = get_config("tiny")
-    pretrain.tokenizer.vocab_size = 512
-    pretrain.model = ModelConfig(vocab_size=512, max_seq_len=32, n_layer=1, d_model=32, n_head=2, n_kv_head=1,
-                                 d_ff=64)
-    pretrain.train = dataclasses.replace(pretrain.train, seq_len=32, batch_size=4, num_threads=1)
+    pretrain = tiny_pretrain()
     documents = pd.DataFrame({"id": [f"d{i}" for i in range(50)], "text": texts[:50]})
     # short pool documents (150 characters), so that several fit the 200-token verification sample
     pools = pd.DataFrame({"pool": ["p"] * 20 + ["q"] * 20, "text": [t[:150] for t in texts[50:90]]})

@@ -21,13 +21,14 @@ import pandas as pd
 import pytest
 import torch
 
-from curation.lm import PackedDataset, get_config, pack_documents, train_tokenizer
+from curation.lm import PackedDataset, pack_documents, train_tokenizer
 from curation.lm.checkpoint import LMCheckpoint
-from curation.lm.model import CausalLM, ModelConfig
+from curation.lm.model import CausalLM
 from curation.selection.baselines import select_random
 from curation.selection.corpus import CorpusSpec
 from curation.verification import anneal
 from curation.verification.config import BASE, BASELINE, DEFAULT_MIX, VerificationConfig
+from tests.verification.tiny_lm import tiny_pretrain
 
 SEQ, BATCH, STEPS = 32, 4, 5
 
@@ -53,11 +54,7 @@ def _rows(dataset) -> set[tuple[int, ...]]:
 
 def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed, monkeypatch):
     tokenizer, tokens = packed
-    pretrain = get_config("tiny")
-    pretrain.tokenizer.vocab_size = 512
-    pretrain.model = ModelConfig(vocab_size=512, max_seq_len=SEQ, n_layer=1, d_model=32, n_head=2, n_kv_head=1,
-                                 d_ff=64)
-    pretrain.train = dataclasses.replace(pretrain.train, seq_len=SEQ, batch_size=BATCH, num_threads=1)
+    pretrain = tiny_pretrain(seq_len=SEQ, batch_size=BATCH)
     cfg = VerificationConfig(ratios=[0.25, 0.5], anneal_steps=STEPS, tasks=["piqa"], limit=2)
     torch.manual_seed(0)
     base = LMCheckpoint(CausalLM(pretrain.model).eval(), tokenizer)
@@ -113,12 +110,7 @@ def _ntokens(tokenizer, text: str) -> int:
 
 
 def _tiny_pretrain():
-    pretrain = get_config("tiny")
-    pretrain.tokenizer.vocab_size = 512
-    pretrain.model = ModelConfig(vocab_size=512, max_seq_len=SEQ, n_layer=1, d_model=16, n_head=2, n_kv_head=1,
-                                 d_ff=32)
-    pretrain.train = dataclasses.replace(pretrain.train, seq_len=SEQ, batch_size=BATCH, num_threads=1)
-    return pretrain
+    return tiny_pretrain(d_model=16, seq_len=SEQ, batch_size=BATCH)
 
 
 def _documents(tokenizer, packed_dataset) -> list[str]:
