@@ -73,9 +73,14 @@ also_copy = ["conf", "data", "src"]
 # CPU-seconds limit per mutant = (the covering tests' call time + constant) x multiplier x 2. mutmut times a
 # test's call phase only, not its session fixtures (the corpus, a trained model), which every mutant's fresh
 # pytest session rebuilds: without a constant of this order every mutant "times out"; 120 CPU-s at least
-timeout_constant = 30.0
+timeout_constant = {timeout_constant}
 timeout_multiplier = 2.0
 """
+
+# Modules whose covering tests rebuild heavy fixtures per mutant (a tokenizer, packed corpora, several tiny
+# training runs and evaluations for anneal_candidates): with the default constant their mutants hit the wall-clock
+# limit (2 x (call time + constant) s) and count as timeouts, not kills.
+TIMEOUT_CONSTANT = {"verification/anneal": 150.0}
 
 # `mutmut results --all true` lines: "    curation.scoring.merge.x_quantile_map__mutmut_3: killed"
 RESULT_LINE = re.compile(r"^\s*(\S+__mutmut_\d+):\s*(.+?)\s*$")
@@ -100,7 +105,8 @@ def prepare(module: str, tests: list[str], work: Path, data: Path = REPO / "data
     (root / "data").symlink_to(data.resolve())  # read-only inputs (the corpus); mutmut copies it into mutants/
     pyproject = (REPO / "pyproject.toml").read_text()
     section = MUTMUT_SECTION.format(module_file=f"src/curation/{module}.py",
-                                    tests=", ".join(f'"{t}"' for t in tests))
+                                    tests=", ".join(f'"{t}"' for t in tests),
+                                    timeout_constant=TIMEOUT_CONSTANT.get(module, 30.0))
     (root / "pyproject.toml").write_text(pyproject + section)
     return root
 

@@ -1,5 +1,6 @@
 """DATAMASK Algorithm 1: sampling, the exact score function, convergence, blocks, resume."""
 
+import dataclasses
 import itertools
 import os
 import signal
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -454,3 +456,131 @@ def test_summarize_blocks_takes_the_worst_block_and_counts_the_flags():
     assert summarize_blocks([{"steps": 3}]) == {} and summarize_blocks([]) == {}
     # a block without a shortfall counts as 0, not as missing
     assert summarize_blocks([b])["returned_shortfall_max"] == 0.0
+
+
+# --- second mutation run's survivors (issue #28): each test below kills named mutants, checked by hand ---
+
+
+def _tensors(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    emb, q, _ = clustered_unit_vectors(n, 8, seed=0)  # as select() passes them on
+    return torch.as_tensor(emb, dtype=torch.float32), torch.as_tensor(q, dtype=torch.float32)
+
+
+def test_topk_indices_breaks_ties_to_the_lower_index():
+    from curation.selection.datamask import topk_indices
+
+    # 100k logits at two levels: an unstable sort returns the tied items in any order (it does, on CPU)
+    logits = torch.zeros(100_000, dtype=torch.float64)
+    logits[::7] = 1.0
+    assert topk_indices(logits, 5).tolist() == [0, 7, 14, 21, 28]
+    assert topk_indices(logits, 14_287).tolist()[-2:] == [99_995, 1]  # every 1.0, then the first 0.0
+
+
+def test_plan_blocks_one_block_in_input_order_up_to_the_block_size_and_a_pinned_seeded_split():
+    for n in (5, 4):  # n < block_size and n == block_size: one block, the input order, the whole budget
+        ((ids, budget),) = plan_blocks(n, 2, 5 if n == 5 else 4, seed=3)
+        assert ids.tolist() == list(range(n)) and ids.dtype == np.int64 and budget == 2
+    # The split is part of the resume contract: block b's checkpoint holds logits for block b's items, and the
+    # fingerprint does not list them. A change here needs a new SAMPLER_VERSION, so the values are pinned.
+    assert [(p.tolist(), b) for p, b in plan_blocks(10, 4, 4, seed=0)] == [([5, 7, 8, 9], 2), ([2, 3, 4], 1),
+                                                                          ([0, 1, 6], 1)]
+    assert [(p.tolist(), b) for p, b in plan_blocks(10, 4, 4, seed=1)] == [([2, 5, 7, 8], 2), ([0, 4, 6], 1),
+                                                                          ([1, 3, 9], 1)]
+
+
+@pytest.mark.parametrize("change", ["n", "budget", "seed", "sampler"])
+def test_resume_names_the_changed_fingerprint_field(tmp_path, monkeypatch, change):
+    from curation.selection import datamask
+
+    emb, q = _tensors(60)
+    cfg = DataMaskConfig(steps=4, checkpoint_every=2, checkpoint_dir=str(tmp_path), group_size=4)
+    datamask.run_block(emb, q, 10, cfg, seed=0)
+    (tmp_path / "block_00000.done.pt").unlink()  # resume from the step checkpoint, not the finished block
+    args = {"n": (emb[:50], q[:50], 10, 0), "budget": (emb, q, 12, 0), "seed": (emb, q, 10, 1),
+            "sampler": (emb, q, 10, 0)}[change]
+    if change == "sampler":
+        monkeypatch.setattr(datamask, "SAMPLER_VERSION", "a later sampler")
+    resume = dataclasses.replace(cfg, resume=True)
+    with pytest.raises(ValueError, match=rf"^selection config key '{change}': checkpoint .*block_00000\.pt "):
+        datamask.run_block(args[0], args[1], args[2], resume, seed=args[3])
+
+
+def test_resume_names_the_block_when_a_checkpoint_is_another_blocks(tmp_path):
+    from curation.selection import datamask
+
+    emb, q = _tensors(60)
+    cfg = DataMaskConfig(steps=4, checkpoint_every=2, checkpoint_dir=str(tmp_path), group_size=4)
+    datamask.run_block(emb, q, 10, cfg, seed=0, block_id=0)
+    (tmp_path / "block_00000.done.pt").rename(tmp_path / "block_00001.done.pt")
+    with pytest.raises(ValueError, match=r"^selection config key 'block_id': .* written with 0, this run has 1;"):
+        datamask.run_block(emb, q, 10, dataclasses.replace(cfg, resume=True), seed=0, block_id=1)
+
+
+def test_auto_device_is_cuda_where_torch_sees_a_gpu(monkeypatch):
+    from curation.selection.datamask import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == torch.device("cuda")  # a device object only: no GPU is touched
+
+
+def test_run_block_returns_nothing_or_everything_without_learning_and_learns_a_budget_of_one():
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(20)
+    cfg = DataMaskConfig(steps=3, group_size=4)
+    for budget, expected in ((0, []), (-1, []), (20, list(range(20))), (25, list(range(20)))):
+        result = run_block(emb, q, budget, cfg, seed=0, block_id=2)
+        assert result.indices.tolist() == expected and result.indices.dtype == np.int64, budget
+        assert result.history.empty
+        assert result.info == {"block": 2, "n": 20, "budget": budget, "steps_run": 0}
+    one = run_block(emb, q, 1, cfg, seed=0)
+    assert len(one.indices) == 1 and one.info["steps_run"] == 3
+
+
+def test_run_block_reports_its_own_steps_by_default_and_normalises_raw_rows():
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(40)
+    cfg = DataMaskConfig(steps=4, group_size=4, lam=0.5)
+    calls = []
+    unit = run_block(emb, q, 8, cfg, seed=0, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    # rows of norm 3: PWS reads unit vectors, so run_block normalises unless told the rows already are. The
+    # first history row (before any step) scores the same mask; later rows may part on float32 near-ties
+    raw = run_block(3.0 * emb, q, 8, cfg, seed=0)
+    assert raw.history["diversity"].iloc[0] == pytest.approx(unit.history["diversity"].iloc[0], rel=1e-5)
+    told = run_block(3.0 * emb, q, 8, cfg, seed=0, unit_rows=True)  # taken as unit rows: similarities x 9
+    assert told.history["diversity"].iloc[0] == pytest.approx(9 * unit.history["diversity"].iloc[0], rel=1e-5)
+
+
+def test_select_datamask_defaults_to_seed_0_and_reports_progress_over_all_blocks():
+    from curation.selection.datamask import select_datamask
+
+    emb, q = _tensors(90)
+    cfg = DataMaskConfig(steps=3, group_size=4, block_size=40, history_every=1)
+    calls = []
+    ids, history, info = select_datamask(emb, q, 15, cfg, progress=lambda done, total: calls.append((done, total)))
+    seeded, seeded_history, _ = select_datamask(emb, q, 15, cfg, seed=0)
+    other, _, _ = select_datamask(emb, q, 15, cfg, seed=1)
+    assert info["n_blocks"] == 3 and ids.tolist() == seeded.tolist() and ids.tolist() != other.tolist()
+    assert calls == [(d, 9) for d in range(1, 10)]  # one bar over 3 blocks x 3 steps
+    # one history over the blocks, numbered 0.. (each block's own rows: step 0, steps 1-3, the final mask)
+    assert history.index.tolist() == list(range(len(history))) and len(history) == 3 * 5
+    pd.testing.assert_frame_equal(history.drop(columns="wall_time_s"), seeded_history.drop(columns="wall_time_s"))
+
+
+def test_health_message_and_summary_read_a_partial_block_info():
+    from curation.selection.datamask import health_message, summarize_blocks
+
+    # a block info written before a key existed: defaults, not a crash
+    assert health_message({"premature": 1.0}).startswith(
+        "the DataMask policy collapsed at step -1: the entropy of softmax(L) fell below 0.5 nats in the first half "
+        "of the run (now nan; the logits span 0.0 nats), so learning stopped early. ")
+    assert health_message({"premature": 1.0, "logit_max": 2.0}).startswith(
+        "the DataMask policy collapsed at step -1: the entropy of softmax(L) fell below 0.5 nats in the first half "
+        "of the run (now nan; the logits span 2.0 nats)")
+    assert "span -2.0 nats" in health_message({"premature": 1.0, "logit_min": 2.0})
+    assert health_message({"below_topk": 1.0}).startswith("the returned (sampled) mask's objective is 0.0% below ")
+    assert summarize_blocks([{"final_entropy": 1.0, "logit_max": 1.0, "logit_min": 0.0}]) == {
+        "final_entropy_min": 1.0, "logit_range_max": 1.0, "returned_shortfall_max": 0.0, "blocks_collapsed": 0.0,
+        "blocks_premature": 0.0, "blocks_below_topk": 0.0, "blocks_warned": 0.0}

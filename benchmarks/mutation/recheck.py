@@ -1,0 +1,89 @@
+"""Re-check a finished run's survivors against the project's *current* tests (issue 28).
+
+``run.py`` gives every mutant the tests of the scratch copy it made at the start; tests written while it ran (or
+after it) are not in that copy, and a whole re-run of a large module takes an hour. This runs each surviving
+mutant of ``<work>/<module>`` (its ``mutants/src``, as mutmut generated it) against the module's test files from
+this checkout, one pytest process per mutant, the way mutmut does: ``MUTANT_UNDER_TEST`` selects the mutant in the
+trampolined module. Only valid while ``src/curation/<module>.py`` is unchanged since the run (checked).
+
+    MUTMUT=/work/mutvenv/bin/mutmut bash benchmarks/mutation/run.sh selection/datamask   # the run
+    /work/mutvenv/bin/python benchmarks/mutation/recheck.py selection/datamask --jobs 2  # its survivors, again
+
+Writes ``<work>/<module>/recheck.txt`` (``name: killed|survived|timeout``) and, with ``--update``, the recounted
+row in ``benchmarks/results/mutation.csv`` (its note says how many were rechecked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import MODULES, REPO, counts, write  # noqa: E402
+
+from mutmut.stats import status_by_exit_code  # the venv that has mutmut: the same names as `mutmut results`
+
+
+
+def statuses(root: Path, module: str) -> dict[str, str]:
+    meta = root / "mutants" / "src" / "curation" / f"{module}.py.meta"
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return {name: status_by_exit_code[code] for name, code in codes.items()}
+
+
+def run_one(name: str, root: Path, tests: list[str], timeout: float) -> str:
+    env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(root / "mutants" / "src"),
+           "KEDRO_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    try:
+        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    if done.returncode == 0:
+        return "survived"
+    if done.returncode in (1,):
+        return "killed"
+    # 2-5: pytest could not run (a collection error, no tests): say so rather than count a kill
+    raise SystemExit(f"{name}: pytest exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("module", choices=sorted(MODULES))
+    parser.add_argument("--work", type=Path, default=Path("/tmp/curation-mutation"))
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
+    parser.add_argument("--update", action="store_true", help="write the recounted row to mutation.csv")
+    args = parser.parse_args()
+    root = args.work / args.module.replace("/", "__")
+    if not filecmp.cmp(root / "src" / "curation" / f"{args.module}.py", REPO / "src" / "curation" / f"{args.module}.py",
+                       shallow=False):
+        raise SystemExit(f"src/curation/{args.module}.py changed since the run in {root}: re-run the module instead")
+    status = statuses(root, args.module)
+    survivors = sorted(n for n, s in status.items() if s == "survived")
+    print(f"{args.module}: rechecking {len(survivors)} survivors against this checkout's tests", flush=True)
+    tests = MODULES[args.module]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        verdicts = dict(zip(survivors, pool.map(lambda n: run_one(n, root, tests, args.timeout), survivors)))
+    (root / "recheck.txt").write_text("".join(f"{n}: {v}\n" for n, v in verdicts.items()))
+    status.update(verdicts)
+    row = counts(list(status.values()))
+    newly = sum(v == "killed" for v in verdicts.values())
+    print(f"{args.module}: {newly} of {len(survivors)} survivors now killed; {row['killed']}/{row['mutants']} "
+          f"= {row['killed'] / row['mutants']:.3f}; list in {root / 'recheck.txt'}")
+    if args.update:
+        import datetime as dt
+
+        write([{"module": args.module, **row, "kill_rate": round(row["killed"] / row["mutants"], 3),
+                "seconds": "", "date": dt.date.today().isoformat(),
+                "note": ""}])
+
+
+if __name__ == "__main__":
+    main()
