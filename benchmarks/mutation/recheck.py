@@ -37,7 +37,12 @@ def statuses(root: Path, module: str) -> dict[str, str]:
     return {name: status_by_exit_code[code] for name, code in codes.items()}
 
 
-def run_one(name: str, root: Path, tests: list[str], timeout: float) -> str:
+def run_one(name: str, root: Path, tests: list[str], timeout: float, first: list[str] | None = None) -> str:
+    """``first``: tests to try alone before the whole set (the new tests: a kill there ends the check early)."""
+    if first:
+        verdict = run_one(name, root, first, timeout)
+        if verdict != "survived":
+            return verdict
     env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(root / "mutants" / "src"),
            "KEDRO_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg"}
     try:
@@ -60,6 +65,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
     parser.add_argument("--update", action="store_true", help="write the recounted row to mutation.csv")
+    parser.add_argument("--first", nargs="*", default=None,
+                        help="test ids to run alone first (e.g. the tests written since the run; a kill ends there)")
     args = parser.parse_args()
     root = args.work / args.module.replace("/", "__")
     if not filecmp.cmp(root / "src" / "curation" / f"{args.module}.py", REPO / "src" / "curation" / f"{args.module}.py",
@@ -70,7 +77,7 @@ def main() -> None:
     print(f"{args.module}: rechecking {len(survivors)} survivors against this checkout's tests", flush=True)
     tests = MODULES[args.module]
     with ThreadPoolExecutor(args.jobs) as pool:
-        verdicts = dict(zip(survivors, pool.map(lambda n: run_one(n, root, tests, args.timeout), survivors)))
+        verdicts = dict(zip(survivors, pool.map(lambda n: run_one(n, root, tests, args.timeout, args.first), survivors)))
     (root / "recheck.txt").write_text("".join(f"{n}: {v}\n" for n, v in verdicts.items()))
     status.update(verdicts)
     row = counts(list(status.values()))

@@ -584,3 +584,137 @@ def test_health_message_and_summary_read_a_partial_block_info():
     assert summarize_blocks([{"final_entropy": 1.0, "logit_max": 1.0, "logit_min": 0.0}]) == {
         "final_entropy_min": 1.0, "logit_range_max": 1.0, "returned_shortfall_max": 0.0, "blocks_collapsed": 0.0,
         "blocks_premature": 0.0, "blocks_below_topk": 0.0, "blocks_warned": 0.0}
+
+
+def _step0_joint(emb: torch.Tensor, q: torch.Tensor, budget: int, cfg: DataMaskConfig, seed: int) -> float:
+    """The configured objective (DATAMASK Eq. 12) of the first S items: the top-S of zero logits (ties to the
+    lower index), which the history's step-0 row scores. Block 0's objective seed (derive_seed(seed, 10, 0))."""
+    from curation.selection.objectives import Objective, derive_seed
+
+    obj = Objective(emb, q, diversity=cfg.diversity, lam=cfg.lam, standardize=cfg.standardize,
+                    scale_samples=cfg.scale_samples, fl_reference_size=cfg.fl_reference_size,
+                    seed=derive_seed(seed, 10, 0), fl_sims_dtype=cfg.fl_sims_dtype, disf_scale=cfg.disf_scale)
+    return float(obj.combine(obj.terms(torch.arange(budget).unsqueeze(0)), budget)[0])
+
+
+@pytest.mark.parametrize("options", [
+    {"diversity": "pws", "standardize": True, "scale_samples": 5},
+    {"diversity": "pws", "standardize": False},
+    {"diversity": "disf", "standardize": False, "disf_scale": "block"},
+    {"diversity": "fl", "fl_sims_dtype": "int8", "fl_reference_size": 7},
+], ids=["pws-5-samples", "pws-raw", "disf-block-scale", "fl-int8-7-refs"])
+def test_each_objective_option_reaches_the_block_objective(options):
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(40)
+    cfg = DataMaskConfig(steps=1, group_size=4, lam=0.5, batch_ratio=1.0, **options)
+    result = run_block(emb, q, 8, cfg, seed=3)
+    assert result.history["joint"].iloc[0] == pytest.approx(_step0_joint(emb, q, 8, cfg, seed=3), rel=1e-6)
+
+
+def test_hutchinson_steps_estimate_while_the_history_reports_the_exact_objective():
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(40)
+    exact = DataMaskConfig(steps=2, group_size=4, lam=0.0, batch_ratio=1.0, diversity="disf", standardize=False,
+                           history_every=1)
+    hutch = dataclasses.replace(exact, disf_estimator="hutchinson", disf_probes=3)
+    a, b = run_block(emb, q, 8, exact, seed=0), run_block(emb, q, 8, hutch, seed=0)
+    # step 0 scores the same top-S with the exact -||C||_F in both runs
+    assert a.history["joint"].iloc[0] == pytest.approx(_step0_joint(emb, q, 8, exact, seed=0), rel=1e-9)
+    assert b.history["joint"].iloc[0] == pytest.approx(a.history["joint"].iloc[0], rel=1e-9)
+    # the steps' own group values: -||C||_F (exact) against a 3-probe estimate of -||C||_F^2 (Hutchinson)
+    ga, gb = a.history["group_joint_mean"].iloc[1], b.history["group_joint_mean"].iloc[1]
+    assert np.isfinite(ga) and np.isfinite(gb) and gb < ga * 2  # ||C||_F >= 1 here, so -||C||^2 < -||C||
+
+
+@pytest.mark.parametrize("ratio,budget,items,batch_budget", [
+    (0.01, 8, 2, 1),    # round(0.4) = 0 items: at least 2; round(8 * 2 / 40) = 0: at least 1 drawn
+    (0.25, 2, 10, 1),   # round(2 * 10 / 40) = round(0.5) = 0: at least 1
+    (0.25, 39, 10, 9),  # round(39 * 10 / 40) = 10: at most n_b - 1
+    (1.0, 8, 40, 8),
+])
+def test_batch_updating_sizes_are_sec_4_3s_with_their_floors_and_caps(ratio, budget, items, batch_budget):
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(40)
+    info = run_block(emb, q, budget, DataMaskConfig(steps=1, group_size=2, batch_ratio=ratio), seed=0).info
+    assert (info["batch_items"], info["batch_budget"]) == (items, batch_budget)
+
+
+def test_disf_refuses_masks_of_one_item_and_takes_two():
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(40)
+    cfg = DataMaskConfig(steps=1, group_size=2, diversity="disf", batch_ratio=1.0)
+    with pytest.raises(ValueError, match=r"^selection config key 'batch_ratio': diversity=disf needs >= 2 items per "
+                                         r"sampled mask \(per-set variance\), block 0 gives 1 \(budget 1 of 40, "
+                                         r"batch_ratio 1\.0\)$"):
+        run_block(emb, q, 1, cfg, seed=0)
+    with pytest.raises(ValueError, match=r"block 4 gives 1 \(budget 2 of 40, batch_ratio 0\.25\)$"):
+        run_block(emb, q, 2, dataclasses.replace(cfg, batch_ratio=0.25), seed=0, block_id=4)  # S_b = 1, S = 2
+    assert len(run_block(emb, q, 2, cfg, seed=0).indices) == 2  # S_b = S = 2 is enough
+    assert len(run_block(emb, q, 1, dataclasses.replace(cfg, diversity="pws"), seed=0).indices) == 1
+
+
+def test_a_finished_block_is_read_back_not_rerun_and_checkpoints_go_in_new_folders(tmp_path, caplog):
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(40)
+    ckpt = tmp_path / "new" / "nested"  # parents made
+    cfg = DataMaskConfig(steps=4, group_size=4, checkpoint_every=2, checkpoint_dir=str(ckpt), history_every=1)
+    first = run_block(emb, q, 8, cfg, seed=0)
+    assert first.info["steps_run"] == 4 and first.info["resumed_from_step"] == 0
+    # the same run without resume starts over, although the step checkpoint (step 4) is there
+    again = run_block(emb, q, 8, cfg, seed=0)
+    assert again.info["steps_run"] == 4 and again.info["resumed_from_step"] == 0
+    with caplog.at_level("INFO", logger="curation.selection.datamask"):
+        read = run_block(emb, q, 8, dataclasses.replace(cfg, resume=True), seed=0)
+    assert f"block 0: already finished in {ckpt / 'block_00000.done.pt'}" in caplog.messages
+    # the stored result of the last finished run, to its timings
+    assert read.indices.tolist() == again.indices.tolist() == first.indices.tolist() and read.info == again.info
+    pd.testing.assert_frame_equal(read.history, again.history)
+
+
+def test_quality_init_starts_from_eq13s_logits_and_the_clock_from_zero():
+    from curation.selection.datamask import run_block, softmax_entropy
+
+    emb, q = _tensors(40)
+    cfg = DataMaskConfig(steps=1, group_size=2, init="quality", batch_ratio=1.0)
+    result = run_block(emb, q, 8, cfg, seed=0)
+    row = result.history.iloc[0]
+    assert row["entropy"] == pytest.approx(softmax_entropy(quality_init(q, cfg).double()), rel=1e-9)
+    assert row["entropy"] < np.log(40) - 0.01  # not the uniform policy of zero logits
+    assert row["quality"] == pytest.approx(float(q[torch.argsort(-q, stable=True)[:8]].mean()), rel=1e-6)
+    assert 0.0 <= row["wall_time_s"] < 1.0  # step 0 is recorded before any step
+
+
+def test_blocks_draw_their_own_streams():
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(40)
+    cfg = DataMaskConfig(steps=2, group_size=4, history_every=1)
+    a, b = (run_block(emb, q, 8, cfg, seed=0, block_id=i).history for i in (0, 1))
+    assert a["group_joint_mean"].iloc[1] != b["group_joint_mean"].iloc[1]  # same items, other draws
+
+
+def test_a_facility_location_table_over_the_cap_is_named_with_its_size(monkeypatch, caplog):
+    from curation.selection import objectives
+    from curation.selection.datamask import run_block
+
+    monkeypatch.setattr(objectives, "_MAX_REFERENCE_SIMS_BYTES", 100)  # 40 x 5 float32 = 800 bytes
+    emb, q = _tensors(40)
+    cfg = DataMaskConfig(steps=1, group_size=2, diversity="fl", fl_reference_size=5, fl_sims_dtype="float32")
+    with caplog.at_level("WARNING", logger="curation.selection.datamask"):
+        run_block(emb, q, 8, cfg, seed=0, block_id=3)
+        run_block(emb, q, 8, dataclasses.replace(cfg, diversity="pws"), seed=0)  # no table needed: no warning
+    assert [m for m in caplog.messages if "facility-location" in m] == [
+        "block 3: the facility-location table of 40 items x 5 reference points does not fit in 1 GiB "
+        "(fl_sims_dtype float32): every step recomputes the similarities (far slower). For blocks of ~1M items set "
+        "selection.fl_reference_size=1024 (int8 table of 1 GiB), at the coverage cost measured in docs/selection.md "
+        "'Facility location: reference points'"]
+    caplog.clear()
+    monkeypatch.setattr(objectives, "_MAX_REFERENCE_SIMS_BYTES", 1 << 30)
+    with caplog.at_level("WARNING", logger="curation.selection.datamask"):
+        run_block(emb, q, 8, cfg, seed=0)  # the table fits: no warning
+    assert not [m for m in caplog.messages if "facility-location" in m]
