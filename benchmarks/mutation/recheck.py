@@ -65,6 +65,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
     parser.add_argument("--update", action="store_true", help="write the recounted row to mutation.csv")
+    parser.add_argument("--statuses", nargs="+", default=["survived"],
+                        help="which results to run again, e.g. survived timeout (a timeout beside other jobs may be "
+                             "a slow kill)")
     parser.add_argument("--first", nargs="*", default=None,
                         help="test ids to run alone first (e.g. the tests written since the run; a kill ends there)")
     args = parser.parse_args()
@@ -73,8 +76,8 @@ def main() -> None:
                        shallow=False):
         raise SystemExit(f"src/curation/{args.module}.py changed since the run in {root}: re-run the module instead")
     status = statuses(root, args.module)
-    survivors = sorted(n for n, s in status.items() if s == "survived")
-    print(f"{args.module}: rechecking {len(survivors)} survivors against this checkout's tests", flush=True)
+    survivors = sorted(n for n, s in status.items() if s in args.statuses)
+    print(f"{args.module}: rechecking {len(survivors)} mutants ({', '.join(args.statuses)}) against this checkout's tests", flush=True)
     tests = MODULES[args.module]
     with ThreadPoolExecutor(args.jobs) as pool:
         verdicts = dict(zip(survivors, pool.map(lambda n: run_one(n, root, tests, args.timeout, args.first), survivors)))

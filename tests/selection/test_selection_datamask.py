@@ -718,3 +718,20 @@ def test_a_facility_location_table_over_the_cap_is_named_with_its_size(monkeypat
     with caplog.at_level("WARNING", logger="curation.selection.datamask"):
         run_block(emb, q, 8, cfg, seed=0)  # the table fits: no warning
     assert not [m for m in caplog.messages if "facility-location" in m]
+
+
+def test_a_block_says_what_it_runs_and_where_it_resumed(tmp_path, caplog):
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(40)
+    cfg = DataMaskConfig(steps=4, group_size=4, checkpoint_every=2, checkpoint_dir=str(tmp_path), batch_ratio=0.5)
+    run_block(emb, q, 8, cfg, seed=0, block_id=1)
+    (tmp_path / "block_00001.done.pt").unlink()
+    state = torch.load(tmp_path / "block_00001.pt", weights_only=True)
+    state["step"] = 2  # as if killed after the step-2 checkpoint (the logits of step 4 do not matter here)
+    torch.save(state, tmp_path / "block_00001.pt")
+    with caplog.at_level("INFO", logger="curation.selection.datamask"):
+        run_block(emb, q, 8, dataclasses.replace(cfg, resume=True), seed=0, block_id=1)
+    assert caplog.messages[:2] == [
+        f"block 1: resumed at step 2 from {tmp_path / 'block_00001.pt'}",
+        "block 1: 40 items, budget 8; each of 2 steps samples 4 masks of 4 from 20 items"]
