@@ -123,7 +123,11 @@ def run_module(module: str, mutmut: str, work: Path, max_children: int,
                data: Path = REPO / "data", resume: bool = False) -> dict[str, object]:
     root = prepare(module, MODULES[module], work, data, resume)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # mutmut puts mutants/src first itself
-    env.update(KEDRO_DISABLE_TELEMETRY="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg")
+    env.update(KEDRO_DISABLE_TELEMETRY="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg",
+               # mutmut forks each mutant's pytest from a process that already ran the tests (its coverage pass):
+               # with OpenMP's thread pool started there, a forked child's first parallel torch op can hang (GNU
+               # libgomp is not fork-safe), and the mutant is counted as a timeout. One thread per child: no pool.
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     started = time.perf_counter()
     run = subprocess.run([mutmut, "run", "--max-children", str(max_children)], cwd=root, env=env,
                          capture_output=True, text=True)

@@ -735,3 +735,106 @@ def test_a_block_says_what_it_runs_and_where_it_resumed(tmp_path, caplog):
     assert caplog.messages[:2] == [
         f"block 1: resumed at step 2 from {tmp_path / 'block_00001.pt'}",
         "block 1: 40 items, budget 8; each of 2 steps samples 4 masks of 4 from 20 items"]
+
+
+def _recording_objective(monkeypatch) -> list[dict]:
+    """Wrap Objective.terms / combine (they still compute) to record what each DataMask step asks."""
+    from curation.selection.objectives import Objective
+
+    calls: list[dict] = []
+    terms, combine = Objective.terms, Objective.combine
+
+    def recording_terms(self, idx, names=None, *, within=None):
+        calls.append({"kind": "terms", "rows": idx.shape[0], "names": names, "within": within,
+                      "probe_seed": self.disf_probe_seed})
+        return terms(self, idx, names, within=within)
+
+    def recording_combine(self, t, size, population=None):
+        calls.append({"kind": "combine", "size": size, "population": population})
+        return combine(self, t, size, population)
+
+    monkeypatch.setattr(Objective, "terms", recording_terms)
+    monkeypatch.setattr(Objective, "combine", recording_combine)
+    return calls
+
+
+@pytest.mark.parametrize("ratio,n_b", [(0.5, 20), (0.75, 30), (1.0, 40)])
+def test_batches_are_slices_of_one_seeded_permutation_per_epoch(monkeypatch, ratio, n_b):
+    from curation.selection.datamask import run_block
+    from curation.selection.objectives import derive_seed
+
+    emb, q = _tensors(40)
+    calls = _recording_objective(monkeypatch)
+    cfg = DataMaskConfig(steps=4, group_size=3, batch_ratio=ratio, history_every=100)
+    run_block(emb, q, 8, cfg, seed=5, block_id=2)
+    steps = [c for c in calls if c["kind"] == "terms" and c["rows"] == 3]  # the G = 3 sampled masks of a step
+    assert len(steps) == 4
+    block_seed = derive_seed(5, 10, 2)
+    per_epoch = 40 // n_b  # floor(N / N_b) steps share one permutation (Sec. 4.3 batch updating)
+    for step, call in enumerate(steps):
+        if ratio == 1.0:
+            assert call["within"] is None  # the whole block, no permutation
+            continue
+        epoch, slot = divmod(step, per_epoch)
+        perm = torch.randperm(40, generator=torch.Generator().manual_seed(derive_seed(block_seed, 4, epoch)))
+        assert call["within"].tolist() == perm[slot * n_b : (slot + 1) * n_b].tolist(), step
+    s_b = {20: 4, 30: 6, 40: 8}[n_b]  # round(8 * N_b / 40)
+    combines = [c for c in calls if c["kind"] == "combine" and c["population"] is not None]
+    assert [(c["size"], c["population"]) for c in combines] == [(s_b, n_b)] * 4
+
+
+def test_hutchinson_probes_are_seeded_per_step_and_exact_steps_draw_none(monkeypatch):
+    from curation.selection.datamask import run_block
+    from curation.selection.objectives import derive_seed
+
+    emb, q = _tensors(40)
+    calls = _recording_objective(monkeypatch)
+    cfg = DataMaskConfig(steps=3, group_size=3, batch_ratio=1.0, diversity="disf", history_every=100)
+    run_block(emb, q, 8, dataclasses.replace(cfg, disf_estimator="hutchinson", disf_probes=2), seed=1)
+    seeds = [c["probe_seed"] for c in calls if c["kind"] == "terms" and c["rows"] == 3]
+    block_seed = derive_seed(1, 10, 0)
+    assert seeds == [derive_seed(block_seed, 6, step) for step in range(3)]  # a resumed run draws the same probes
+    calls.clear()
+    run_block(emb, q, 8, cfg, seed=1)
+    assert [c["probe_seed"] for c in calls if c["kind"] == "terms" and c["rows"] == 3] == [None] * 3
+
+
+def test_each_step_logs_its_history_row_at_debug(caplog):
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(40)
+    with caplog.at_level("DEBUG", logger="curation.selection.datamask"):
+        result = run_block(emb, q, 8, DataMaskConfig(steps=2, group_size=3, history_every=1), seed=0, block_id=2)
+    rows = result.history.to_dict("records")
+    debug = [m for m in caplog.messages if " step " in m]
+    assert debug == [f"block 2 step {row['step']}: {row}" for row in rows]
+
+
+def test_the_group_std_is_the_population_std_of_the_groups_objective(monkeypatch):
+    from curation.selection import datamask
+
+    emb, q = _tensors(40)
+    fixed = torch.tensor([[0, 1], [2, 3], [4, 5]])  # the three masks every step "draws"
+    monkeypatch.setattr(datamask, "gumbel_top_k", lambda logits, k, g, gen: fixed[:g, :k])
+    cfg = DataMaskConfig(steps=1, group_size=3, batch_ratio=1.0, lam=1.0, standardize=False, history_every=1,
+                         final="topk")
+    history = datamask.run_block(emb, q, 2, cfg, seed=0).history
+    f = torch.stack([q[row].double().mean() for row in fixed])  # lam = 1, raw Eq. 12: the mean quality
+    step = history[history["step"] == 1].iloc[0]
+    assert step["group_joint_mean"] == pytest.approx(float(f.mean()), rel=1e-6)
+    assert step["group_joint_std"] == pytest.approx(float(f.std(unbiased=False)), rel=1e-6)
+
+
+def test_step_checkpoints_fall_on_multiples_of_checkpoint_every_with_their_elapsed_time(tmp_path):
+    from curation.selection.datamask import run_block
+
+    emb, q = _tensors(40)
+    for every, steps, last in ((2, 3, 2), (1, 2, 2)):
+        folder = tmp_path / f"every{every}"
+        cfg = DataMaskConfig(steps=steps, group_size=2, checkpoint_every=every, checkpoint_dir=str(folder))
+        run_block(emb, q, 8, cfg, seed=0)
+        state = torch.load(folder / "block_00000.pt", weights_only=True)
+        assert state["step"] == last and 0.0 <= state["elapsed"] < 60.0
+    cfg = DataMaskConfig(steps=2, group_size=2, checkpoint_every=0, checkpoint_dir=str(tmp_path / "never"))
+    run_block(emb, q, 8, cfg, seed=0)
+    assert not (tmp_path / "never" / "block_00000.pt").exists() and (tmp_path / "never" / "block_00000.done.pt").exists()
