@@ -337,8 +337,11 @@ def test_policy_health_flags_a_forced_collapse_and_the_summary_warns(caplog):
     assert hot.info["blocks_collapsed"] == hot.info["blocks_premature"] == hot.info["blocks_warned"] == 1.0
     assert hot.info["blocks"][0]["collapse_step"] <= 20
     assert hot.info["final_entropy_min"] < 0.5 and hot.info["logit_range_max"] > 1000.0
-    assert "policy collapsed" in caplog.text and "selection.final=topk" in caplog.text
     block = hot.info["blocks"][0]
+    from curation.selection.datamask import health_message
+
+    assert caplog.messages == [f"block 0: {health_message(block, DataMaskConfig(**cfg, lr=1e5))}"]
+    assert "policy collapsed" in caplog.text and "(now 100000)" in caplog.text
     assert block["returned_joint"] == pytest.approx(float(hot.history["joint"].iloc[-1]))
     assert block["best_topk_joint"] == pytest.approx(float(hot.history.query("mask == 'topk'")["joint"].max()))
 
@@ -735,6 +738,9 @@ def test_a_block_says_what_it_runs_and_where_it_resumed(tmp_path, caplog):
     assert caplog.messages[:2] == [
         f"block 1: resumed at step 2 from {tmp_path / 'block_00001.pt'}",
         "block 1: 40 items, budget 8; each of 2 steps samples 4 masks of 4 from 20 items"]
+    resumed = run_block(emb, q, 8, dataclasses.replace(cfg, resume=True), seed=0, block_id=1).info  # read back
+    assert {k: resumed[k] for k in ("block", "n", "budget", "steps_run", "resumed_from_step")} == {
+        "block": 1, "n": 40, "budget": 8, "steps_run": 2, "resumed_from_step": 2}
 
 
 def _recording_objective(monkeypatch) -> list[dict]:
@@ -838,3 +844,42 @@ def test_step_checkpoints_fall_on_multiples_of_checkpoint_every_with_their_elaps
     cfg = DataMaskConfig(steps=2, group_size=2, checkpoint_every=0, checkpoint_dir=str(tmp_path / "never"))
     run_block(emb, q, 8, cfg, seed=0)
     assert not (tmp_path / "never" / "block_00000.pt").exists() and (tmp_path / "never" / "block_00000.done.pt").exists()
+
+
+def _history(topk: list[tuple[int, float, float]], returned: float | None = None) -> pd.DataFrame:
+    """(step, entropy, joint) top-S rows, then the returned mask's row (last, as run_block writes it)."""
+    rows = [{"step": s, "mask": "topk", "entropy": e, "joint": j} for s, e, j in topk]
+    if returned is not None:
+        rows.append({"step": topk[-1][0], "mask": "returned", "entropy": topk[-1][1], "joint": returned})
+    return pd.DataFrame(rows)
+
+
+def test_policy_health_by_hand():
+    from curation.selection.datamask import policy_health
+
+    # collapse at step 10 (entropy < 0.5) of 40: premature; returned 3.9 against the best top-S 4.0: 2.5% short
+    got = policy_health(_history([(0, 3.0, 1.0), (10, 0.4, 2.0), (20, 0.2, 4.0)], returned=3.9), 0.2, 40)
+    assert got == {"collapsed": 1.0, "collapse_step": 10.0, "premature": 1.0, "below_topk": 1.0, "warned": 1.0,
+                   "best_topk_joint": 4.0, "returned_joint": 3.9, "returned_shortfall": pytest.approx(0.025)}
+    # the returned mask better than every top-S: no shortfall; entropy exactly 0.5 is not a collapse
+    got = policy_health(_history([(0, 3.0, 1.0), (10, 0.5, 4.0)], returned=5.0), 0.5, 40)
+    assert got == {"collapsed": 0.0, "collapse_step": -1.0, "premature": 0.0, "below_topk": 0.0, "warned": 0.0,
+                   "best_topk_joint": 4.0, "returned_joint": 5.0, "returned_shortfall": 0.0}
+    # no recorded step below, but the final entropy is: collapsed at the end, not premature; no returned row
+    assert policy_health(_history([(0, 3.0, 1.0)]), 0.3, 40) == {
+        "collapsed": 1.0, "collapse_step": 40.0, "premature": 0.0, "below_topk": 0.0, "warned": 0.0}
+    # collapsed before the first step, and at exactly half of 41 steps (41 // 2 = 20): both premature
+    assert policy_health(_history([(0, 0.1, 1.0)]), 0.1, 40)["premature"] == 1.0
+    assert policy_health(_history([(0, 3.0, 1.0), (20, 0.1, 1.0)]), 0.1, 41)["premature"] == 1.0
+    assert policy_health(_history([(0, 3.0, 1.0), (21, 0.1, 1.0)]), 0.1, 41)["premature"] == 0.0
+    # |best| < 1: the shortfall is relative to |best| itself; exactly 1% short does not warn
+    assert policy_health(_history([(0, 3.0, 0.5)], returned=0.4), 3.0, 40)["returned_shortfall"] == pytest.approx(0.2)
+    at_limit = policy_health(_history([(0, 3.0, 100.0)], returned=99.0), 3.0, 40)
+    assert at_limit["returned_shortfall"] == 0.01 and at_limit["below_topk"] == 0.0 == at_limit["warned"]
+
+
+def test_group_advantage_is_zero_for_a_flat_group_relative_to_its_scale():
+    # spread at most 1e-12 of the largest |value| (at least 1e-12): no signal, all zeros (Eq. 10 would divide by ~0)
+    assert group_advantage(torch.tensor([1e6, 1e6 + 2e-7], dtype=torch.float64)).tolist() == [0.0, 0.0]
+    assert group_advantage(torch.tensor([0.0, 2e-12], dtype=torch.float64)).tolist() == [0.0, 0.0]
+    assert group_advantage(torch.tensor([0.0, 4e-12], dtype=torch.float64)).tolist() == [-1.0, 1.0]
