@@ -323,10 +323,12 @@ def test_small_variance_splits_the_dimensions_between_the_sum_and_the_bound():
     from curation.selection.greedy import _small_variance
     from curation.selection.objectives import DISF_EPS
 
-    alpha = torch.tensor([DISF_EPS, 1.0, 1e-4, 0.5, 1e-7], dtype=torch.float64)
+    # ratio 1e-3 (index 5) is summed exactly, not also bounded: the slack once masked on the squared ratio
+    # (ratio.square_()[ratio <= 1e-4], i.e. ratio <= 1e-2) and counted it in both
+    alpha = torch.tensor([DISF_EPS, 1.0, 1e-4, 0.5, 1e-7, DISF_EPS / 1e-3], dtype=torch.float64)
     assert float(DISF_EPS / alpha[2]) == 1e-4
     small, slack = _small_variance(alpha)
-    assert small.tolist() == [0, 4]
+    assert small.tolist() == [0, 4, 5]
     assert slack == pytest.approx(1e-16 + 1e-8 + 4e-16, rel=1e-12)
 
 

@@ -494,7 +494,8 @@ def _small_variance(alpha: torch.Tensor) -> tuple[torch.Tensor, float]:
     # eps^2 sum_k w_k^2 (in diag2) is summed over the dimensions where eps / alpha_k is not tiny
     # (all of them while |U| = 1; then the constant ones) and bounded over the rest, w_k <= 1 / alpha_k
     ratio = DISF_EPS / alpha
-    return torch.nonzero(ratio > 1e-4).squeeze(1), float(ratio.square_()[ratio <= 1e-4].sum())
+    bounded = ratio <= 1e-4  # (not ratio.square_()[ratio <= 1e-4]: the mask would read the squared ratio)
+    return torch.nonzero(~bounded).squeeze(1), float(ratio[bounded].square().sum())
 
 
 def _diag2(d: int, w: torch.Tensor, small_var: torch.Tensor) -> torch.Tensor:
