@@ -62,15 +62,21 @@ def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed
     sources = {name: _rows(p) for name, p in tokens.items()}
     assert not any(sources[a] & sources[b] for a in sources for b in sources if a < b)  # disjoint documents
     drawn: list[dict[str, int]] = []
+    batches: list[list[list[int]]] = []
+    keys: list[str] = []
     real = anneal.train_cached
 
     def counting_train_cached(cfg_, loader, data_key, cache, init_from=None):
         counts = dict.fromkeys(sources, 0)
+        seen = []
         for x, _ in loader:  # the loader is seeded: training reads these very batches again
+            seen.append(x.tolist())
             for row in x.tolist():
                 (name,) = [n for n, rows in sources.items() if tuple(row) in rows]
                 counts[name] += 1
         drawn.append(counts)
+        batches.append(seen)
+        keys.append(data_key)
         return real(cfg_, loader, data_key, cache, init_from=init_from)
 
     monkeypatch.setattr(anneal, "train_cached", counting_train_cached)
@@ -88,7 +94,28 @@ def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed
     }
     got = {run: (c[DEFAULT_MIX], c["cand"], c["other"]) for run, c in zip(runs, drawn)}
     assert got == expected and all(sum(v) == sequences for v in got.values())
+    # the default-only runs go through the same sampler with share 0, so their batches are the seeded ones
+    default = PackedDataset(tokens[DEFAULT_MIX].path, seq_len=SEQ)
+    same_sampler = [x.tolist() for x, _ in anneal.mixed_loader(default, default, 0.0, BATCH, STEPS, seed=cfg.seed)]
+    assert batches[0] == batches[1] == same_sampler
+    # a cache entry per training data: the two default-only runs (share 0, same length) are one run's data;
+    # each candidate run's key holds its source, share and length
+    assert keys[0] == keys[1] and len(set(keys)) == 5
     assert metrics["anneal_steps"] == STEPS
+    per_step = SEQ * BATCH  # tokens per optimizer step
+    base_tokens = anneal.base_steps(pretrain, cfg) * per_step
+    assert {k: metrics[k] for k in ("anneal_tokens", "anneal_peak_lr", "base_peak_lr", "anneal_steps_r0.25",
+                                    "anneal_share_of_base_r0.50")} == pytest.approx({
+        "anneal_tokens": STEPS * per_step, "anneal_peak_lr": cfg.anneal_lr_scale * pretrain.train.lr,
+        "base_peak_lr": pretrain.train.lr, "anneal_steps_r0.25": STEPS,
+        "anneal_share_of_base_r0.50": STEPS * per_step / base_tokens})
+    # the results: every evaluated model on the configured tasks and item limit, one row per (task, metric)
+    assert list(results.columns) == ["run", "dataset", "ratio", "task", "metric", "value", "n_items"]
+    assert set(results["task"]) == {"piqa"} and set(results["n_items"]) == {2}
+    assert results.loc[results["run"] == BASE, "ratio"].isna().all()
+    assert set(results.loc[results["run"] == "cand_r0.50", "ratio"]) == {0.5}
+    assert all(metrics[f"{r}_eval_cache_hit"] == 0.0 and np.isfinite(metrics[f"{r}_average"]) for r in [BASE, *runs])
+    assert not any(k.endswith("_eval_seconds") for k in metrics)  # only the continuous metrics and the average
     assert set(results["run"]) == {BASE, *runs} and set(results["dataset"]) == {BASE, BASELINE, "cand", "other"}
     assert np.isfinite(pd.Series({r: metrics[f"{r}_final_loss"] for r in runs})).all()
     # every evaluated model's task-averaged continuous metrics and reference loss are recorded (the rank
