@@ -37,11 +37,14 @@ def statuses(root: Path, module: str) -> dict[str, str]:
     return {name: status_by_exit_code[code] for name, code in codes.items()}
 
 
-def run_one(name: str, root: Path, tests: list[str], timeout: float, first: list[str] | None = None) -> str:
-    """``first``: tests to try alone before the whole set (the new tests: a kill there ends the check early)."""
+def run_one(name: str, root: Path, tests: list[str], timeout: float, first: list[str] | None = None,
+            first_only: bool = False) -> str:
+    """``first``: tests to try alone before the whole set (the new tests: a kill there ends the check early).
+    ``first_only``: decide on them alone, when they are the only tests added or changed since the run (the
+    others passed against the mutant in the run, so running them again cannot change a "survived")."""
     if first:
         verdict = run_one(name, root, first, timeout)
-        if verdict != "survived":
+        if verdict != "survived" or first_only:
             return verdict
     env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(root / "mutants" / "src"),
            "KEDRO_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg"}
@@ -70,6 +73,8 @@ def main() -> None:
                              "a slow kill)")
     parser.add_argument("--first", nargs="*", default=None,
                         help="test ids to run alone first (e.g. the tests written since the run; a kill ends there)")
+    parser.add_argument("--first-only", action="store_true",
+                        help="decide on --first alone: they are every test added or changed since the run")
     args = parser.parse_args()
     root = args.work / args.module.replace("/", "__")
     if not filecmp.cmp(root / "src" / "curation" / f"{args.module}.py", REPO / "src" / "curation" / f"{args.module}.py",
@@ -80,7 +85,7 @@ def main() -> None:
     print(f"{args.module}: rechecking {len(survivors)} mutants ({', '.join(args.statuses)}) against this checkout's tests", flush=True)
     tests = MODULES[args.module]
     with ThreadPoolExecutor(args.jobs) as pool:
-        verdicts = dict(zip(survivors, pool.map(lambda n: run_one(n, root, tests, args.timeout, args.first), survivors)))
+        verdicts = dict(zip(survivors, pool.map(lambda n: run_one(n, root, tests, args.timeout, args.first, args.first_only), survivors)))
     (root / "recheck.txt").write_text("".join(f"{n}: {v}\n" for n, v in verdicts.items()))
     status.update(verdicts)
     row = counts(list(status.values()))

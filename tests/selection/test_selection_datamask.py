@@ -883,3 +883,17 @@ def test_group_advantage_is_zero_for_a_flat_group_relative_to_its_scale():
     assert group_advantage(torch.tensor([1e6, 1e6 + 2e-7], dtype=torch.float64)).tolist() == [0.0, 0.0]
     assert group_advantage(torch.tensor([0.0, 2e-12], dtype=torch.float64)).tolist() == [0.0, 0.0]
     assert group_advantage(torch.tensor([0.0, 4e-12], dtype=torch.float64)).tolist() == [-1.0, 1.0]
+
+
+def test_race_redoes_a_row_whose_cut_kept_fewer_than_k_arrivals():
+    # the filtered race keeps the items whose uniform beats a per-item cut (~34 of 200 per row here); a row
+    # with fewer than k kept is redone with the exact log-space top-k. Row 1's uniforms are all tiny: none kept
+    from curation.selection.datamask import _race_winners, race_log_keys
+
+    g, n, k = 3, 200, 5
+    shifted = torch.zeros(n, dtype=torch.float64)
+    u = torch.rand((g, n), generator=torch.Generator().manual_seed(0))
+    u[1] *= 1e-3
+    order = _race_winners(u, shifted, k)
+    exact = torch.topk(race_log_keys(u, shifted), k, dim=1, largest=False, sorted=True).indices
+    assert order is not None and order.tolist() == exact.tolist()
