@@ -61,6 +61,36 @@ def run_one(name: str, root: Path, tests: list[str], timeout: float, first: list
     raise SystemExit(f"{name}: pytest exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
 
 
+def _test_functions(path: Path) -> tuple[dict[str, str], str]:
+    """A test file's top-level test functions (name -> source, decorators included) and the rest of the file."""
+    import ast
+
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    tests, spans = {}, []
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            tests[node.name] = "".join(lines[start : node.end_lineno])
+            spans.append((start, node.end_lineno))
+    rest = "".join(line for i, line in enumerate(lines) if not any(a <= i < b for a, b in spans))
+    return tests, rest
+
+
+def changed_tests(root: Path, tests: list[str]) -> list[str]:
+    """Node ids of the test functions added or changed in this checkout since the run's copy was made."""
+    changed = []
+    for spec in tests:
+        if spec.startswith("-") or not spec.endswith(".py"):
+            continue  # pytest options (-k ...) and single node ids: not compared
+        now, rest_now = _test_functions(REPO / spec)
+        then, rest_then = _test_functions(root / spec)
+        changed += [f"{spec}::{name}" for name, source in now.items() if then.get(name) != source]
+        if rest_now != rest_then:
+            print(f"note: {spec} changed outside its test functions (imports, helpers, fixtures) since the run")
+    return changed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("module", choices=sorted(MODULES))
@@ -73,6 +103,8 @@ def main() -> None:
                              "a slow kill)")
     parser.add_argument("--first", nargs="*", default=None,
                         help="test ids to run alone first (e.g. the tests written since the run; a kill ends there)")
+    parser.add_argument("--changed", action="store_true",
+                        help="--first = the module's test functions added or changed since the run's copy")
     parser.add_argument("--first-only", action="store_true",
                         help="decide on --first alone: they are every test added or changed since the run")
     args = parser.parse_args()
@@ -84,6 +116,9 @@ def main() -> None:
     survivors = sorted(n for n, s in status.items() if s in args.statuses)
     print(f"{args.module}: rechecking {len(survivors)} mutants ({', '.join(args.statuses)}) against this checkout's tests", flush=True)
     tests = MODULES[args.module]
+    if args.changed:
+        args.first = changed_tests(root, tests)
+        print(f"{len(args.first)} tests added or changed since the run: {', '.join(t.split('::')[1] for t in args.first)}")
     with ThreadPoolExecutor(args.jobs) as pool:
         verdicts = dict(zip(survivors, pool.map(lambda n: run_one(n, root, tests, args.timeout, args.first, args.first_only), survivors)))
     (root / "recheck.txt").write_text("".join(f"{n}: {v}\n" for n, v in verdicts.items()))
