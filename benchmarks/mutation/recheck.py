@@ -19,6 +19,7 @@ import argparse
 import filecmp
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -103,6 +104,7 @@ def main() -> None:
                              "a slow kill)")
     parser.add_argument("--first", nargs="*", default=None,
                         help="test ids to run alone first (e.g. the tests written since the run; a kill ends there)")
+    parser.add_argument("--only", default="", help="a regular expression: recheck only the mutants it matches")
     parser.add_argument("--changed", action="store_true",
                         help="--first = the module's test functions added or changed since the run's copy")
     parser.add_argument("--first-only", action="store_true",
@@ -113,15 +115,26 @@ def main() -> None:
                        shallow=False):
         raise SystemExit(f"src/curation/{args.module}.py changed since the run in {root}: re-run the module instead")
     status = statuses(root, args.module)
-    survivors = sorted(n for n, s in status.items() if s in args.statuses)
+    survivors = sorted(n for n, s in status.items() if s in args.statuses and re.search(args.only, n))
     print(f"{args.module}: rechecking {len(survivors)} mutants ({', '.join(args.statuses)}) against this checkout's tests", flush=True)
     tests = MODULES[args.module]
     if args.changed:
         args.first = changed_tests(root, tests)
         print(f"{len(args.first)} tests added or changed since the run: {', '.join(t.split('::')[1] for t in args.first)}")
+    done_file = root / "recheck.txt"  # one line per mutant as it finishes: a stopped recheck keeps its answers
+    verdicts = {}
+    if done_file.exists():
+        verdicts = dict(line.rstrip("\n").rsplit(": ", 1) for line in done_file.read_text().splitlines() if line)
+        print(f"{len(verdicts)} already rechecked in {done_file}")
+    todo = [n for n in survivors if n not in verdicts]
+
+    def one(name: str) -> None:
+        verdicts[name] = run_one(name, root, tests, args.timeout, args.first, args.first_only)
+        with done_file.open("a") as f:
+            f.write(f"{name}: {verdicts[name]}\n")
+
     with ThreadPoolExecutor(args.jobs) as pool:
-        verdicts = dict(zip(survivors, pool.map(lambda n: run_one(n, root, tests, args.timeout, args.first, args.first_only), survivors)))
-    (root / "recheck.txt").write_text("".join(f"{n}: {v}\n" for n, v in verdicts.items()))
+        list(pool.map(one, todo))
     status.update(verdicts)
     row = counts(list(status.values()))
     newly = sum(v == "killed" for v in verdicts.values())
