@@ -100,7 +100,8 @@ import {module} as target
 
 def held(*args, **kwargs):
     Path(os.environ[{env!r}]).write_text("held")
-    threading.Event().wait()
+    threading.Event().wait(600)  # bounded: never outlive a test that died before killing it
+    os._exit(3)
 
 target.{function} = held
 sys.argv[0] = "curate"

@@ -167,7 +167,7 @@ def test_quality_init_and_lam_one_favour_quality(clustered):
 
 _KILLED_RUN = textwrap.dedent(
     """
-    import sys, threading, numpy as np, torch
+    import os, sys, threading, numpy as np, torch
     from pathlib import Path
     sys.path.insert(0, {src!r})
     torch.set_num_threads({threads})
@@ -178,7 +178,8 @@ _KILLED_RUN = textwrap.dedent(
     def hold_past_step_60(done, total):  # the step-60 checkpoint is written: tell the test, wait to be killed
         if done > 60:
             Path({held!r}).write_text(str(done))
-            threading.Event().wait()
+            threading.Event().wait(600)  # bounded: never outlive a test that died before killing it
+            os._exit(3)
 
     # the callback does not touch the optimisation
     select("datamask", quality=q, embeddings=emb, budget=30, config={cfg!r}, seed=7, progress=hold_past_step_60)

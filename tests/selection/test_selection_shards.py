@@ -93,7 +93,7 @@ def test_block_tasks_equal_datamask_in_process_for_fl_on_unit_rows_and_disf_on_r
 
 
 SCRIPT = textwrap.dedent("""
-    import sys, threading
+    import os, sys, threading
     from pathlib import Path
     import curation.selection.sharded as sharded
     from curation.selection.corpus import run_selection_shards
@@ -104,7 +104,8 @@ SCRIPT = textwrap.dedent("""
     def hold_after_the_first_block(task):  # tell the test, then wait here to be killed
         run_block_task(task)
         Path(work, "first_block_finished").write_text("")
-        threading.Event().wait()
+        threading.Event().wait(600)  # bounded: never outlive a test that died before killing it
+        os._exit(3)
 
     sharded.run_block_task = hold_after_the_first_block
     config = {config!r}
