@@ -143,7 +143,7 @@ def main() -> None:
     if args.update:
         import datetime as dt
 
-        write([{"module": args.module, **row, "kill_rate": round(row["killed"] / row["mutants"], 3),
+        write([{"module": args.module, **row,
                 "seconds": "", "date": dt.date.today().isoformat(),
                 "note": ""}])
 

@@ -116,7 +116,8 @@ def counts(statuses: list[str]) -> dict[str, int]:
     survived = sum(s == "survived" for s in statuses)
     timeout = sum(s == "timeout" for s in statuses)
     return {"mutants": len(statuses), "killed": killed, "survived": survived, "timeout": timeout,
-            "other": len(statuses) - killed - survived - timeout}
+            "other": len(statuses) - killed - survived - timeout,
+            "kill_rate": round(killed / len(statuses), 3) if statuses else ""}
 
 
 def run_module(module: str, mutmut: str, work: Path, max_children: int,
@@ -142,7 +143,6 @@ def run_module(module: str, mutmut: str, work: Path, max_children: int,
     (root / "survivors.txt").write_text("".join(f"{n}: {statuses[n]}\n" for n in survivors))
     row = {"module": module, **counts(list(statuses.values())), "seconds": round(seconds),
            "date": dt.date.today().isoformat(), "note": ""}
-    row["kill_rate"] = round(row["killed"] / row["mutants"], 3) if row["mutants"] else ""
     print(f"{module}: {row['killed']}/{row['mutants']} killed, {row['survived']} survived, "
           f"{row['timeout']} timeout, {row['other']} other ({seconds:.0f} s); survivors: {root / 'survivors.txt'}")
     return row
