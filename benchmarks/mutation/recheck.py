@@ -137,7 +137,7 @@ def main() -> None:
         list(pool.map(one, todo))
     status.update(verdicts)
     row = counts(list(status.values()))
-    newly = sum(v == "killed" for v in verdicts.values())
+    newly = sum(verdicts.get(n) == "killed" for n in survivors)
     print(f"{args.module}: {newly} of {len(survivors)} survivors now killed; {row['killed']}/{row['mutants']} "
           f"= {row['killed'] / row['mutants']:.3f}; list in {root / 'recheck.txt'}")
     if args.update:

@@ -52,10 +52,11 @@ def _rows(dataset) -> set[tuple[int, ...]]:
     return {tuple(dataset[i][0].tolist()) for i in range(len(dataset))}
 
 
-def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed, monkeypatch):
+def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed, monkeypatch, caplog):
     tokenizer, tokens = packed
     pretrain = tiny_pretrain(seq_len=SEQ, batch_size=BATCH)
-    cfg = VerificationConfig(ratios=[0.25, 0.5], anneal_steps=STEPS, tasks=["piqa"], limit=2)
+    # seed 3, not the default 0: the loader and the cache key must take the configured seed
+    cfg = VerificationConfig(ratios=[0.25, 0.5], anneal_steps=STEPS, tasks=["piqa"], limit=2, seed=3)
     torch.manual_seed(0)
     base = LMCheckpoint(CausalLM(pretrain.model).eval(), tokenizer)
 
@@ -80,8 +81,9 @@ def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed
         return real(cfg_, loader, data_key, cache, init_from=init_from)
 
     monkeypatch.setattr(anneal, "train_cached", counting_train_cached)
-    results, history, metrics = anneal.anneal_candidates(
-        base, tokens, pretrain, cfg, {"num_threads": 1}, {"enabled": False})
+    with caplog.at_level("INFO", logger=anneal.log.name):
+        results, history, metrics = anneal.anneal_candidates(
+            base, tokens, pretrain, cfg, {"num_threads": 1}, {"enabled": False})
 
     runs = [k[: -len("_final_loss")] for k in metrics if k.endswith("_final_loss")]
     assert runs == ["default_only_r0.25", "default_only_r0.50", "cand_r0.25", "other_r0.25", "cand_r0.50",
@@ -98,9 +100,30 @@ def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed
     default = PackedDataset(tokens[DEFAULT_MIX].path, seq_len=SEQ)
     same_sampler = [x.tolist() for x, _ in anneal.mixed_loader(default, default, 0.0, BATCH, STEPS, seed=cfg.seed)]
     assert batches[0] == batches[1] == same_sampler
+    assert same_sampler != [x.tolist() for x, _ in anneal.mixed_loader(default, default, 0.0, BATCH, STEPS, seed=0)]
     # a cache entry per training data: the two default-only runs (share 0, same length) are one run's data;
     # each candidate run's key holds its source, share and length
     assert keys[0] == keys[1] and len(set(keys)) == 5
+    # ... and the seed: another seed's first run (stopped once its key is known) is another cache entry
+    class Stop(Exception):
+        pass
+
+    def first_key(cfg_, loader, data_key, cache, init_from=None):
+        raise Stop(data_key)
+
+    monkeypatch.setattr(anneal, "train_cached", first_key)
+    with pytest.raises(Stop) as stopped:
+        anneal.anneal_candidates(base, tokens, pretrain, dataclasses.replace(cfg, seed=4), {"num_threads": 1},
+                                 {"enabled": False})
+    assert stopped.value.args[0] not in keys
+    assert [r.getMessage() for r in caplog.records if r.name == anneal.log.name and "annealing" in r.getMessage()] == [
+        f"annealing {run}: {STEPS} steps, candidate share {share:.2f}"
+        for run, share in zip(runs, [0, 0, 0.25, 0.25, 0.5, 0.5])]
+    assert all(metrics[f"{r}_cache_hit"] == 0.0 for r in runs)  # no cache: each run trained
+    # the history: step and one loss column per annealing run, a row per optimizer step
+    assert list(history.columns) == ["step", *[f"{r}_loss" for r in runs]]
+    assert history["step"].tolist() == list(range(1, STEPS + 1))
+    assert np.isfinite(history.drop(columns="step").to_numpy()).all()
     assert metrics["anneal_steps"] == STEPS
     per_step = SEQ * BATCH  # tokens per optimizer step
     base_tokens = anneal.base_steps(pretrain, cfg) * per_step
@@ -331,6 +354,12 @@ def test_train_base_trains_the_default_mix_alone_with_the_wsd_schedule_of_the_co
     checkpoint, history, metrics = anneal.train_base(tokens, tokenizer, pretrain, cfg, cache)
 
     assert seen and set(seen) <= default_rows  # the default mix only, never a candidate
+    # in the order of the configured seed's shuffle (3, not the loader's default 0)
+    def order(seed):
+        loader = anneal.loader_from(PackedDataset(tokens[DEFAULT_MIX].path, seq_len=SEQ), BATCH, seed)
+        return [tuple(row) for x, _ in loader for row in x.tolist()]
+
+    assert seen == order(3) != order(0)
     assert history["step"].tolist() == [1, 2, 3, 4, 5, 6] == list(range(1, anneal.base_steps(pretrain, cfg) + 1))
     assert history.columns.tolist()[:5] == ["step", "base_loss", "base_aux_loss", "base_lr", "base_tokens"]
     assert history["base_tokens"].tolist() == [128 * s for s in range(1, 7)]
@@ -362,7 +391,8 @@ def test_train_base_trains_the_default_mix_alone_with_the_wsd_schedule_of_the_co
 
 def test_anneal_config_warms_up_then_decays_from_a_scaled_peak_for_exactly_the_given_steps():
     pretrain = _tiny_pretrain()
-    pretrain.train = dataclasses.replace(pretrain.train, max_steps=None, max_tokens=256, seed=0)
+    # a linear-decay base: App. A's annealing decays exponentially whatever the base run did
+    pretrain.train = dataclasses.replace(pretrain.train, max_steps=None, max_tokens=256, seed=0, decay_shape="linear")
     cfg = VerificationConfig(anneal_warmup_fraction=0.25, anneal_lr_scale=0.5, anneal_min_lr_scale=0.1, seed=7)
     train = anneal.anneal_config(pretrain, cfg, 20).train
     # warmup round(0.25 x 20) = 5, the other 15 of 20 steps decay exponentially; peak 0.5 x 4e-4, floor 0.1 x peak
@@ -370,7 +400,7 @@ def test_anneal_config_warms_up_then_decays_from_a_scaled_peak_for_exactly_the_g
             train.seed) == ("wsd", "exp", 5, 20, 20, 7)
     assert train.decay_fraction == pytest.approx(15 / 20)
     assert (train.lr, train.min_lr) == pytest.approx((2e-4, 2e-5))
-    assert pretrain.train.lr == 4e-4 and pretrain.train.schedule == "constant"  # the pretrain config is untouched
+    assert (pretrain.train.lr, pretrain.train.schedule, pretrain.train.decay_shape) == (4e-4, "constant", "linear")  # untouched
 
 
 # --- annealing length (App. A) ---
