@@ -75,6 +75,7 @@ def test_the_shipped_model_keeps_minilm_geometry_on_documents_it_never_saw(minil
     assert rho_trained > rho_distilled + 0.15 and rho_trained > 0.6, (rho_trained, rho_distilled)
 
 
+@pytest.mark.slow  # ~9 s: a training run
 def test_training_folds_the_head_into_the_rows(minilm):
     """The trained table alone (no head) encodes a document as the trained model did: the head is a
     linear map, and a linear map commutes with the mean of the token rows."""

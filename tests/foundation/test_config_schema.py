@@ -33,6 +33,7 @@ def default_config() -> dict:
     return compose_config(CONF, [], validate=False)
 
 
+@pytest.mark.slow  # ~10 s: every experiment and group option composed
 def test_every_experiment_and_group_option_composes_and_validates():
     from curation.lm.config import PretrainConfig
     from curation.selection.config import CONFIG_CLASSES

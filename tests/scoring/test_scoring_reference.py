@@ -105,6 +105,7 @@ def test_a_plain_corpus_is_scored_by_the_shared_reference_raters_the_same_every_
         assert model.stat().st_size < 100 * 2**20  # quantized
 
 
+@pytest.mark.slow  # ~10 s: a worker pool started for the fit
 def test_the_fit_on_a_worker_pool_equals_the_fit_in_the_driver(plain_scored, tmp_path):
     """DSIR's raw counts and the merge components computed per shard on two workers
     (``SamplePasses``) give the fit the driver computes alone: the same merge map, DSIR models and

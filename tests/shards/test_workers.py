@@ -37,6 +37,7 @@ def shard_bytes(work: Path) -> dict[str, str]:
             for p in sorted(work.rglob("*")) if p.is_file() and p.parent.name in ("shards", "completions")}
 
 
+@pytest.mark.slow  # ~12 s: ingest twice, once on a pool
 def test_two_workers_write_the_same_bytes_as_the_in_driver_loop(twelve_shards, tmp_path):
     # ingest with exact + near-duplicate dedup: four per-shard outputs in pass 1, two in finish
     dedup = DedupSettings(decontaminate="off")
@@ -174,6 +175,7 @@ def test_data_workers_defaults_to_the_cpus_this_process_may_use():
         engine_from_data({"workers": 0})
 
 
+@pytest.mark.slow  # ~11 s: embedding and scoring, each twice, once on a pool
 def test_embedding_and_scoring_shards_are_the_same_with_two_workers(corpus_sample, tmp_path):
     from curation.embedding import EmbedderConfig
     from curation.embedding.sharded import embed_shards
