@@ -68,6 +68,7 @@ def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed
     real = anneal.train_cached
 
     def counting_train_cached(cfg_, loader, data_key, cache, init_from=None):
+        assert init_from is base.model  # each run anneals the base model, not a fresh one
         counts = dict.fromkeys(sources, 0)
         seen = []
         for x, _ in loader:  # the loader is seeded: training reads these very batches again
@@ -146,6 +147,72 @@ def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed
     for metric in ("mc_correct_prob_per_char", "mc_margin_per_char", "ref_bits_per_byte"):
         values = pd.Series({r: metrics[f"{r}_{metric}"] for r in [BASE, *runs]})
         assert np.isfinite(values).all() and values.nunique() > 1, metric
+
+
+class _Stop(Exception):
+    """Raised by a stand-in for ``train_cached`` once the call under test has been read."""
+
+
+def _repacked(corpus_sample, tokenizer, root, seq_len):
+    """The fixture's three corpora packed at ``seq_len`` tokens a window (the runs re-read them at their own)."""
+    texts = corpus_sample["text"].head(120).tolist()
+    return {DEFAULT_MIX: pack_documents(texts[:60], tokenizer, root / "default", seq_len=seq_len),
+            "cand": pack_documents(texts[60:90], tokenizer, root / "cand", seq_len=seq_len),
+            "other": pack_documents(texts[90:], tokenizer, root / "other", seq_len=seq_len)}
+
+
+def test_without_a_fixed_length_each_run_anneals_app_a_steps_at_its_own_window_and_step_size(
+        packed, corpus_sample, tmp_path, monkeypatch):
+    tokenizer, _ = packed
+    tokens = _repacked(corpus_sample, tokenizer, tmp_path, seq_len=16)  # packed at 16, annealed at 32
+    pretrain = tiny_pretrain(seq_len=SEQ, batch_size=BATCH)
+    pretrain.train = dataclasses.replace(pretrain.train, accumulate_grad_batches=2)  # 4 x 2 x 32 = 256 tokens a step
+    cfg = VerificationConfig(ratios=[0.5], anneal_steps=None, anneal_epochs=0.5, anneal_max_steps=1000)
+    base = LMCheckpoint(CausalLM(pretrain.model).eval(), tokenizer)
+    seen = {}
+
+    def first_run(cfg_, loader, data_key, cache, init_from=None):
+        seen.update(steps=cfg_.train.max_steps, batches=len(loader), shape=tuple(next(iter(loader))[0].shape))
+        raise _Stop
+
+    monkeypatch.setattr(anneal, "train_cached", first_run)
+    with pytest.raises(_Stop):
+        anneal.anneal_candidates(base, tokens, pretrain, cfg, {"num_threads": 1}, {"enabled": False})
+    # App. A: the candidate that needs the most, tokens x 0.5 epochs / 0.5 share, in steps of 256 tokens
+    need = max(PackedDataset(tokens[c].path, seq_len=SEQ).n_tokens for c in ("cand", "other"))
+    steps = -(-need // 256)
+    assert steps > 1 and seen == {"steps": steps, "batches": 2 * steps, "shape": (BATCH, SEQ)}
+
+
+def test_a_candidate_run_reads_its_candidate_at_the_runs_window_and_keys_the_default_mix_it_was_mixed_with(
+        packed, corpus_sample, tmp_path, monkeypatch):
+    tokenizer, _ = packed
+    tokens = _repacked(corpus_sample, tokenizer, tmp_path, seq_len=16)  # packed at 16, annealed at 32
+    pretrain = tiny_pretrain(seq_len=SEQ, batch_size=BATCH)
+    cfg = VerificationConfig(ratios=[0.5], anneal_steps=2, tasks=["piqa"], limit=1)
+    torch.manual_seed(0)
+    base = LMCheckpoint(CausalLM(pretrain.model).eval(), tokenizer)
+    real = anneal.train_cached
+
+    def key_of_first_candidate_run(mix):
+        def train(cfg_, loader, data_key, cache, init_from=None):
+            if train.calls:  # the default-only run trained; the first candidate run is the one read
+                raise _Stop(data_key, [tuple(x.shape) for x, _ in loader])
+            train.calls += 1
+            return real(cfg_, loader, data_key, cache, init_from=init_from)
+
+        train.calls = 0
+        monkeypatch.setattr(anneal, "train_cached", train)
+        with pytest.raises(_Stop) as stopped:
+            anneal.anneal_candidates(base, mix, pretrain, cfg, {"num_threads": 1}, {"enabled": False})
+        key, shapes = stopped.value.args
+        assert shapes == [(BATCH, SEQ)] * 2  # candidate and default rows alike at the run's 32 tokens
+        return key
+
+    # the same candidate, share, length, seed and base model; only the default mix differs
+    same = key_of_first_candidate_run({DEFAULT_MIX: tokens[DEFAULT_MIX], "cand": tokens["cand"]})
+    other = key_of_first_candidate_run({DEFAULT_MIX: tokens["other"], "cand": tokens["cand"]})
+    assert same != other
 
 
 # --- helpers for the hand-made inputs ---
