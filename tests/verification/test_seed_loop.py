@@ -6,7 +6,8 @@ Each step is also called inside its own test on hand-made inputs whose outcome i
 mutmut credits a mutant only to the tests that ran it): reading pool files (`read_texts`), the loop's
 verification config (`loop_verification`), the decisions' edge cases, the draw's quotas, the classifier
 (`train_classifier`) and both rounds (`run_rounds`) with a small real fastText model, and `keep_rates`.
-`verify_pools` runs once, with a one-layer LM, 2 annealing steps and 2 benchmark items (~6 s)."""
+`verify_pools` runs in full twice, with a one-layer LM, at most 2 annealing steps and 2 benchmark items (~6 s and
+~3 s); the default-mix test stops it once the mix is packed."""
 
 from __future__ import annotations
 
@@ -492,3 +493,188 @@ def test_verify_pools_anneals_each_pool_per_seed_and_gains_are_against_that_seed
             docs = metrics[f"{pool}_s{seed}_verification_docs"]
             assert docs >= 2 and 10 * docs <= tokens <= 200  # 150 characters are more than 10 tokens
     assert metrics["base_cache_hit"] == 0.0 and "s0_anneal_steps" in metrics and "s1_anneal_steps" in metrics
+
+
+# --- the survivors of the third mutation run (issue #28): each test below kills at least one -----------------
+
+
+def test_the_no_pool_helps_error_prints_the_decision_table_as_read_without_an_index_column():
+    # the table the user reads when the loop stops (if_none="fail"): pandas' to_string(index=False), columns
+    # right-aligned with no index and no blank leading column (index=None would indent every line by one)
+    with pytest.raises(ValueError) as err:
+        decide_pools(_gains(HAND_GAINS), z=3.0, if_none="fail")
+    assert str(err.value).splitlines()[1:] == [
+        "pool  mean_gain  se  n_seeds   t  helps  positive  fallback",
+        "zeta        3.0 1.0        2 3.0  False     False     False",
+        " mid        5.0 2.0        2 2.5  False     False     False",
+        "flat        0.0 1.0        2 0.0  False     False     False"]
+
+
+class _Stop(Exception):
+    """Raised by a wrapper once the real call it wraps has run and been read (the rest of the loop is not needed)."""
+
+
+@pytest.fixture(scope="module")
+def lm_inputs(corpus_sample):
+    """A 512-token BPE tokenizer, 50 corpus documents (ids d0..d49, in corpus order) and one pool of 20 short texts."""
+    from curation.lm import train_tokenizer
+
+    texts = corpus_sample["text"].head(70).tolist()
+    tokenizer = train_tokenizer(texts, vocab_size=512)
+    documents = pd.DataFrame({"id": [f"d{i}" for i in range(50)], "text": texts[:50]})
+    return tokenizer, documents, pd.DataFrame({"pool": ["p"] * 20, "text": [t[:150] for t in texts[50:70]]})
+
+
+def _default_mix_ids(lm_inputs, monkeypatch, documents=None, default_docs=None, seed=0) -> list[str]:
+    """The ids of the default mix verify_pools packs (read from the real pack_candidates, which still runs)."""
+    from curation.verification import anneal
+    from curation.verification.config import DEFAULT_MIX
+    from curation.verification.seed_loop import verify_pools
+    from tests.verification.tiny_lm import tiny_pretrain
+
+    tokenizer, docs, pools = lm_inputs
+    real = anneal.pack_candidates
+
+    def reading(mix, candidates, *args, **kwargs):
+        real(mix, candidates, *args, **kwargs)
+        raise _Stop(candidates.loc[candidates["candidate"] == DEFAULT_MIX, "id"].tolist())
+
+    monkeypatch.setattr(anneal, "pack_candidates", reading)
+    cfg = SeedLoopConfig(seeds=[3, 4], base_tokens=512, candidate_tokens=200, default_docs=default_docs,
+                         tasks=["piqa"], limit=1)
+    with pytest.raises(_Stop) as stopped:
+        verify_pools(pools, docs if documents is None else documents, tokenizer, tiny_pretrain(),
+                     VerificationConfig(anneal_steps=1, seed=seed), cfg, {"num_threads": 1}, {"enabled": False})
+    return stopped.value.args[0]
+
+
+def test_verify_pools_default_mix_is_a_seeded_sample_of_default_docs_in_corpus_order_or_the_whole_corpus(
+        lm_inputs, monkeypatch):
+    # Sec. 2.2 / App. A: the base model and every annealing run mix in the same default data; the loop's
+    # default_docs draws it from the corpus with the verification's seed (a rerun draws the same documents)
+    ids = [f"d{i}" for i in range(50)]
+    mix = _default_mix_ids(lm_inputs, monkeypatch, default_docs=30)
+    assert len(mix) == len(set(mix)) == 30 and set(mix) <= set(ids)
+    assert mix == sorted(mix, key=lambda i: int(i[1:]))  # corpus order, not the draw's order
+    assert _default_mix_ids(lm_inputs, monkeypatch, default_docs=30) == mix  # seeded: reproducible
+    assert _default_mix_ids(lm_inputs, monkeypatch, default_docs=30, seed=1) != mix  # 30 of 50: the seed matters
+    # None, or at least as many as there are: the whole corpus, as given (here in reverse row order, so a
+    # needless draw re-sorted by index would show)
+    assert _default_mix_ids(lm_inputs, monkeypatch, default_docs=None) == ids
+    reverse = lm_inputs[1].iloc[::-1]
+    assert _default_mix_ids(lm_inputs, monkeypatch, documents=reverse, default_docs=50) == ids[::-1]
+    assert _default_mix_ids(lm_inputs, monkeypatch, documents=reverse, default_docs=80) == ids[::-1]
+
+
+def _recording_train_classifier(monkeypatch) -> list:
+    """seed_loop.train_classifier wrapped: each round's real rater is kept (it still trains and scores)."""
+    from curation.verification import seed_loop
+
+    raters, real = [], seed_loop.train_classifier
+
+    def train(training, fasttext_cfg):
+        raters.append(real(training, fasttext_cfg))
+        return raters[-1]
+
+    monkeypatch.setattr(seed_loop, "train_classifier", train)
+    return raters
+
+
+def test_run_rounds_trains_with_the_loops_bucket_quantize_and_epoch_overrides(docs, monkeypatch):
+    # the loop's own fastText overrides (bucket sized to thousands of documents, no quantization, 20 epochs:
+    # SeedLoopConfig's comment) replace the scoring group's; here set apart from SMALL_FT's 10,000 / False / 50
+    # and read back from the trained fastText model itself
+    raters = _recording_train_classifier(monkeypatch)
+    small = docs.head(60)
+    cfg = SeedLoopConfig(pools={"enc": PoolSpec(category="encyclopedic")}, train_docs=8, rounds=1, bucket=20_000,
+                         quantize=True, epoch=7)
+    pools, decisions = _enc_pools(small, cfg)
+    run_rounds(small, pools, decisions, cfg, SMALL_FT)
+    (rater,) = raters
+    args = rater.model.f.getArgs()
+    assert (args.bucket, args.epoch, rater.model.is_quantized()) == (20_000, 7, True)
+    assert args.dim == 16 and rater.cfg.lr == 1.0  # the rest stays the scoring group's recipe
+
+
+def test_run_rounds_keeps_a_document_scoring_exactly_the_threshold(docs):
+    # Sec. 2.5 keeps P >= 0.5; the rule at the threshold itself: score once (rounds = 1, thread 1: the same
+    # model every time), then run again with the threshold set to one of the recorded scores
+    small = docs.head(60)
+    cfg = SeedLoopConfig(pools={"enc": PoolSpec(category="encyclopedic")}, train_docs=8, rounds=1, bucket=10_000,
+                         epoch=50)
+    pools, decisions = _enc_pools(small, cfg)
+    _, first, _ = run_rounds(small, pools, decisions, cfg, dataclasses.replace(SMALL_FT, threshold=0.5))
+    at = float(np.sort(first["ufw_score"].to_numpy())[40])  # a score in the upper third
+    assert np.isfinite(at)
+    _, scores, metrics = run_rounds(small, pools, decisions, cfg, dataclasses.replace(SMALL_FT, threshold=at))
+    assert scores["ufw_score"].tolist() == first["ufw_score"].tolist()
+    expected = (scores["ufw_score"] >= at).to_numpy()
+    assert expected[(scores["ufw_score"] == at).to_numpy()].all() and 0 < expected.sum() < len(small)
+    assert scores["keep"].tolist() == expected.tolist()
+    assert metrics["round1_keep_rate"] == pytest.approx(expected.mean())  # the round's own keep rate too
+    assert metrics["threshold"] == at
+
+
+# scoring's held-out human labels in docs.head(120): 3 eval-split rows, all web (human_label_split's salted hash)
+EVAL_IDS = {"dclm_human_labeled/0356", "dclm_human_labeled/0489", "dclm_human_labeled/0121"}
+
+
+def test_run_rounds_keeps_the_eval_split_out_of_training_unless_told_not_to(docs):
+    # the human-labelled eval rows score the classifier's ROC-AUC (scoring's held-out split): with
+    # exclude_eval_labels they train no round, even as members of a positive pool; without it they are
+    # ordinary documents. The web pool (50 documents, the 3 eval rows among them) fits within train_docs,
+    # so every usable member becomes a positive.
+    small = docs.head(120)
+    assert set(small.loc[(human_label_split(small) == EVAL).to_numpy(), "id"]) == EVAL_IDS
+    web = set(small.loc[small["category"] == "web", "id"])
+    assert len(web) == 50 and EVAL_IDS <= web
+    cfg = SeedLoopConfig(pools={"web": PoolSpec(category="web")}, train_docs=60, rounds=1, bucket=10_000, epoch=5)
+    pools, decisions = seed_pools(small, cfg), pd.DataFrame({"pool": ["web"], "positive": [True]})
+    sets, _, metrics = run_rounds(small, pools, decisions, cfg, SMALL_FT)
+    assert set(sets.loc[sets["label"] == 1, "id"]) == web - EVAL_IDS and metrics["round1_positives"] == 47
+    assert not EVAL_IDS & set(sets["id"])
+    sets, _, metrics = run_rounds(small, pools, decisions, dataclasses.replace(cfg, exclude_eval_labels=False),
+                                  SMALL_FT)
+    assert set(sets.loc[sets["label"] == 1, "id"]) == web and metrics["round1_positives"] == 50
+
+
+def test_verify_pools_gives_each_loop_seed_its_own_sample_and_annealing_seed_and_records_its_peak_rates(
+        lm_inputs, monkeypatch):
+    # Table 7: each verification seed is a separate run of the whole check (its pool sample, its annealing
+    # runs), so the loop's seeds 3 and 4 must reach the pool's seeded sample (App. A's verification data) and
+    # the annealing runs' own seed; the base model is trained once, at the verification's seed (0). Each
+    # seed's schedule peaks are recorded (App. A: the annealing peak is 0.1 x the base run's).
+    import curation.lm.cached
+    from curation.verification import anneal
+    from curation.verification.anneal import sample_tokens
+    from curation.verification.seed_loop import verify_pools
+    from tests.verification.tiny_lm import tiny_pretrain
+
+    tokenizer, documents, pools = lm_inputs
+    packed, train_seeds = [], []
+    real_pack, real_train = curation.lm.cached.pack_texts, anneal.train_cached
+
+    def pack(texts, *args, **kwargs):
+        packed.append(list(texts))
+        return real_pack(texts, *args, **kwargs)
+
+    def train(cfg_, *args, **kwargs):
+        train_seeds.append(cfg_.train.seed)
+        return real_train(cfg_, *args, **kwargs)
+
+    monkeypatch.setattr(curation.lm.cached, "pack_texts", pack)  # verify_pools' packing of each pool's sample
+    monkeypatch.setattr(anneal, "train_cached", train)
+    pretrain = tiny_pretrain()
+    cfg = SeedLoopConfig(seeds=[3, 4], base_tokens=512, candidate_tokens=200, default_docs=None, tasks=["piqa"],
+                         limit=1)
+    gains, _, metrics = verify_pools(pools, documents, tokenizer, pretrain, VerificationConfig(anneal_steps=1), cfg,
+                                     {"num_threads": 1}, {"enabled": False})
+    assert gains[["pool", "seed"]].values.tolist() == [["p", 3], ["p", 4]]
+    texts = pools["text"].tolist()
+    assert packed == [sample_tokens(texts, tokenizer, 200, 3), sample_tokens(texts, tokenizer, 200, 4)]
+    assert packed[0] != packed[1]
+    # the base run, then per seed the default-only control and the pool
+    assert train_seeds == [0, 3, 3, 4, 4]
+    for seed in (3, 4):
+        assert metrics[f"s{seed}_base_peak_lr"] == pretrain.train.lr
+        assert metrics[f"s{seed}_anneal_peak_lr"] == pytest.approx(0.1 * pretrain.train.lr)
