@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mlflow
 import pandas as pd
 import pytest
@@ -50,6 +52,10 @@ def test_ingest_in_kedro_session_reads_back_catalog_and_mlflow(project):
     assert abs(sum(run[c] for c in shares) - 1.0) < 1e-9
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run["run_id"], "plots")}
     assert "plots/document_stats_plot.png" in artifacts
+    # the run logs the PNG the catalog wrote (dpi 110), not a second rendering of the figure
+    logged = mlflow.artifacts.download_artifacts(run_id=run["run_id"], artifact_path="plots/document_stats_plot.png",
+                                                 dst_path=str(project / "downloaded"))
+    assert Path(logged).read_bytes() == (project / "data/08_reporting/default/document_stats.png").read_bytes()
 
 
 @pytest.mark.slow  # a Kedro job
