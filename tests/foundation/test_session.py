@@ -48,6 +48,10 @@ def test_ingest_in_kedro_session_reads_back_catalog_and_mlflow(project):
     assert run["metrics.rows_read"] == 300 + len(rejected) and run["metrics.rows_kept"] == 300
     assert run["metrics.dropped_near_duplicate"] == len(rejected)
     assert run["metrics.dropped_empty_text"] == 0 and run["metrics.docs"] == 300
+    # each node's own wall time, where a run's time goes
+    nodes = {c for c in runs.columns if c.startswith("metrics.node_seconds.")}
+    assert nodes == {"metrics.node_seconds.ingest_documents_node", "metrics.node_seconds.compute_document_statistics_node"}
+    assert 0 < run["metrics.node_seconds.compute_document_statistics_node"] < run["metrics.pipeline_seconds"]
     shares = [c for c in runs.columns if c.startswith("metrics.share_source_")]
     assert abs(sum(run[c] for c in shares) - 1.0) < 1e-9
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run["run_id"], "plots")}

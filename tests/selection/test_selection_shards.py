@@ -58,7 +58,8 @@ def _in_order(documents_frame: pd.DataFrame, ids) -> pd.DataFrame:
 def test_one_datamask_block_in_its_own_process_equals_datamask_in_process(pruned, tmp_path):
     documents, scores, embeddings = pruned
     frame, vectors, docs = _frames(documents, scores, embeddings)
-    run = run_selection_shards(scores, embeddings, documents, DATAMASK, BUDGET, 3, tmp_path / "w")  # spawned
+    run = run_selection_shards(scores, embeddings, documents, DATAMASK, BUDGET, 3, tmp_path / "w",
+                               in_process_blocks=False)  # spawned (one block alone runs in-process by default)
     expected = select("datamask", quality=frame["quality"].to_numpy(), embeddings=vectors,
                       budget=int(run.metrics["budget_docs"]),
                       config={k: v for k, v in DATAMASK.items() if k != "method"}, seed=3)

@@ -177,7 +177,7 @@ def selection_key(pruned_scores: Any, pruned_embeddings: Any, documents: Any, se
 
 def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: Any,
                          selection: Mapping[str, Any], budget: Mapping[str, Any], seed: int, work: Any, *,
-                         engine: Any = None, in_process_blocks: bool = False,
+                         engine: Any = None, in_process_blocks: Optional[bool] = None,
                          progress: Optional[Callable[[int, int], None]] = None) -> ShardSelectionRun:
     """:func:`run_selection` on sharded inputs with bounded memory (:mod:`curation.selection.sharded`).
 

@@ -129,6 +129,7 @@ class MlflowTrackingHook:
         self._logged_inputs: set[str] = set()
         self._catalog: Any = None
         self._output_paths: list[str] = []
+        self._node_started: dict[str, float] = {}
         self._figure_files: dict[str, Path] = {}  # figure outputs logged once their dataset wrote the PNG
 
     @hook_impl
@@ -226,7 +227,12 @@ class MlflowTrackingHook:
             self._log_dataset(_base_name(dataset_name), data, "input", _filepath(self._catalog, dataset_name))
 
     @hook_impl
+    def before_node_run(self, node: Any, catalog: Any, inputs: dict[str, Any]) -> None:
+        self._node_started[node.name] = time.perf_counter()
+
+    @hook_impl
     def after_node_run(self, node: Any, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        started = self._node_started.pop(node.name, None)
         for name, value in outputs.items():
             if self._record is not None and _base_name(name).endswith("_metrics") and isinstance(value, dict):
                 self._record.metrics[_base_name(name)] = dict(_finite(value.items()))
@@ -243,6 +249,8 @@ class MlflowTrackingHook:
 
         client = mlflow.MlflowClient()
         now = int(time.time() * 1000)
+        if started is not None:  # where a run's time goes, node by node (the node itself; saving its outputs follows)
+            client.log_metric(self._run_id, f"node_seconds.{node.name}", time.perf_counter() - started, now)
         for name, value in outputs.items():
             base = _base_name(name)
             if base.endswith("_metrics") and isinstance(value, dict):
