@@ -60,8 +60,9 @@ def test_die_with_parent_kills_a_subprocess_when_its_parent_is_killed(tmp_path):
     ("scoring", ["pipeline=ingest+scoring", "scoring.training.source=corpus"], "fasttext.train_supervised"),
     # the local engine's shard workers (data.workers=2) and their fork server, in the ingest's validate step
     ("shard workers", ["pipeline=ingest", "data.workers=2"], "multiprocessing.forkserver"),
-    # a DataMask block process of selection (spawned by a ProcessPoolExecutor)
-    ("selection", [], "spawn_main"),
+    # a DataMask block process of selection (spawned by a ProcessPoolExecutor; with one block worker a
+    # single block runs in curate itself, so two are asked for)
+    ("selection", ["selection.block_workers=2"], "spawn_main"),
     # a sweep on Hydra's joblib launcher: its loky workers (one idle), and the trainer of a job in one
     ("joblib sweep", ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "pipeline=ingest+scoring",
                       "scoring.training.source=corpus"],
