@@ -155,6 +155,8 @@ def write(rows: list[dict[str, object]]) -> None:
             existing = {r["module"]: r for r in csv.DictReader(f)}
     for row in rows:
         row["note"] = existing.get(str(row["module"]), {}).get("note", "") or row["note"]
+        if row.get("seconds") in ("", None):  # a recheck re-counts, it does not re-time the run: keep its seconds
+            row["seconds"] = existing.get(str(row["module"]), {}).get("seconds", "")
         existing[str(row["module"])] = {k: str(row[k]) for k in COLUMNS}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with RESULTS.open("w", newline="") as f:
