@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import MODULES, REPO, counts, write  # noqa: E402
+from run import MODULES, REPO, counts, result_row, write  # noqa: E402
 
 from mutmut.stats import status_by_exit_code  # the venv that has mutmut: the same names as `mutmut results`
 
@@ -141,11 +141,7 @@ def main() -> None:
     print(f"{args.module}: {newly} of {len(survivors)} survivors now killed; {row['killed']}/{row['mutants']} "
           f"= {row['killed'] / row['mutants']:.3f}; list in {root / 'recheck.txt'}")
     if args.update:
-        import datetime as dt
-
-        write([{"module": args.module, **row,
-                "seconds": "", "date": dt.date.today().isoformat(),
-                "note": ""}])
+        write([result_row(args.module, list(status.values()))])
 
 
 if __name__ == "__main__":

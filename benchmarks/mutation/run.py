@@ -120,6 +120,12 @@ def counts(statuses: list[str]) -> dict[str, int]:
             "kill_rate": round(killed / len(statuses), 3) if statuses else ""}
 
 
+def result_row(module: str, statuses: list[str], seconds: int | str = "") -> dict[str, object]:
+    """One ``mutation.csv`` row of today; ``seconds=""`` (a recheck) keeps the run's seconds in :func:`write`."""
+    return {"module": module, **counts(statuses), "seconds": seconds, "date": dt.date.today().isoformat(),
+            "note": ""}
+
+
 def run_module(module: str, mutmut: str, work: Path, max_children: int,
                data: Path = REPO / "data", resume: bool = False) -> dict[str, object]:
     root = prepare(module, MODULES[module], work, data, resume)
@@ -141,8 +147,7 @@ def run_module(module: str, mutmut: str, work: Path, max_children: int,
         sys.exit(f"mutmut failed on {module} (exit {run.returncode}); see {root / 'mutmut_run.log'}")
     survivors = sorted(name for name, status in statuses.items() if status != "killed")
     (root / "survivors.txt").write_text("".join(f"{n}: {statuses[n]}\n" for n in survivors))
-    row = {"module": module, **counts(list(statuses.values())), "seconds": round(seconds),
-           "date": dt.date.today().isoformat(), "note": ""}
+    row = result_row(module, list(statuses.values()), round(seconds))
     print(f"{module}: {row['killed']}/{row['mutants']} killed, {row['survived']} survived, "
           f"{row['timeout']} timeout, {row['other']} other ({seconds:.0f} s); survivors: {root / 'survivors.txt'}")
     return row

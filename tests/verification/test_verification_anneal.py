@@ -38,14 +38,21 @@ def tokenizer(corpus_sample):
     return train_tokenizer(corpus_sample["text"].head(120).tolist(), vocab_size=512)
 
 
+class _Stop(Exception):
+    """Raised by a stand-in for ``train_cached`` once the call under test has been read."""
+
+
+def _repacked(corpus_sample, tokenizer, root, seq_len):
+    """Three disjoint corpora of the first 120 documents (default mix 60, two candidates of 30) packed at ``seq_len`` tokens a window (the runs re-read them at their own)."""
+    texts = corpus_sample["text"].head(120).tolist()
+    return {DEFAULT_MIX: pack_documents(texts[:60], tokenizer, root / "default", seq_len=seq_len),
+            "cand": pack_documents(texts[60:90], tokenizer, root / "cand", seq_len=seq_len),
+            "other": pack_documents(texts[90:], tokenizer, root / "other", seq_len=seq_len)}
+
+
 @pytest.fixture(scope="module")
 def packed(corpus_sample, tokenizer, tmp_path_factory):
-    texts = corpus_sample["text"].head(120).tolist()
-    root = tmp_path_factory.mktemp("verification")
-    tokens = {DEFAULT_MIX: pack_documents(texts[:60], tokenizer, root / "default", seq_len=SEQ),
-              "cand": pack_documents(texts[60:90], tokenizer, root / "cand", seq_len=SEQ),
-              "other": pack_documents(texts[90:], tokenizer, root / "other", seq_len=SEQ)}
-    return tokenizer, tokens
+    return tokenizer, _repacked(corpus_sample, tokenizer, tmp_path_factory.mktemp("verification"), SEQ)
 
 
 def _rows(dataset) -> set[tuple[int, ...]]:
@@ -106,14 +113,11 @@ def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed
     # each candidate run's key holds its source, share and length
     assert keys[0] == keys[1] and len(set(keys)) == 5
     # ... and the seed: another seed's first run (stopped once its key is known) is another cache entry
-    class Stop(Exception):
-        pass
-
     def first_key(cfg_, loader, data_key, cache, init_from=None):
-        raise Stop(data_key)
+        raise _Stop(data_key)
 
     monkeypatch.setattr(anneal, "train_cached", first_key)
-    with pytest.raises(Stop) as stopped:
+    with pytest.raises(_Stop) as stopped:
         anneal.anneal_candidates(base, tokens, pretrain, dataclasses.replace(cfg, seed=4), {"num_threads": 1},
                                  {"enabled": False})
     assert stopped.value.args[0] not in keys
@@ -147,18 +151,6 @@ def test_each_candidate_run_draws_its_share_and_the_default_only_run_none(packed
     for metric in ("mc_correct_prob_per_char", "mc_margin_per_char", "ref_bits_per_byte"):
         values = pd.Series({r: metrics[f"{r}_{metric}"] for r in [BASE, *runs]})
         assert np.isfinite(values).all() and values.nunique() > 1, metric
-
-
-class _Stop(Exception):
-    """Raised by a stand-in for ``train_cached`` once the call under test has been read."""
-
-
-def _repacked(corpus_sample, tokenizer, root, seq_len):
-    """The fixture's three corpora packed at ``seq_len`` tokens a window (the runs re-read them at their own)."""
-    texts = corpus_sample["text"].head(120).tolist()
-    return {DEFAULT_MIX: pack_documents(texts[:60], tokenizer, root / "default", seq_len=seq_len),
-            "cand": pack_documents(texts[60:90], tokenizer, root / "cand", seq_len=seq_len),
-            "other": pack_documents(texts[90:], tokenizer, root / "other", seq_len=seq_len)}
 
 
 def test_without_a_fixed_length_each_run_anneals_app_a_steps_at_its_own_window_and_step_size(
