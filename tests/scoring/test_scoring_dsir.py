@@ -100,3 +100,22 @@ def test_refusals_name_what_is_missing(tmp_path):
     rater.fit(["a b"], ["c"])  # one raw text is enough
     rater.save(tmp_path / "new" / "folder" / "t.npz")  # parent folders are made
     assert (tmp_path / "new" / "folder" / "t.npz").exists()
+
+
+@pytest.mark.parametrize("cfg", [DSIRConfig(), DSIRConfig(buckets=997, max_ngram=3), DSIRConfig(max_ngram=1),
+                                 DSIRConfig(lowercase=False)], ids=["default", "trigrams", "unigrams", "cased"])
+def test_features_equal_sklearns_hashing_vectorizer(pools, cfg):
+    """``features`` counts distinct n-grams before hashing; the matrix must be HashingVectorizer's, entry for
+    entry, on real documents and on the cases where lowercasing or splitting could part ways (dotted capital I
+    lowercases to two code points, a combining mark, words shorter than n, no word at all)."""
+    _, raw, _ = pools
+    texts = raw[:400] + ["", "   ", "İstanbul İİ ŞEHİR", "a", "a b", "e\u0301t\u00e9 ÉTÉ", "x\u200by", "ß ẞ ﬁ"]
+    hasher = DSIRImportance(cfg)
+    got, want = hasher.features(texts), hasher.reference_vectorizer().transform(texts)
+    assert got.shape == want.shape == (len(texts), cfg.buckets) and got.has_sorted_indices
+    assert np.array_equal(got.indptr, want.indptr)
+    assert np.array_equal(got.indices, want.indices)
+    assert np.array_equal(got.data, want.data) and got.dtype == want.dtype == np.float64
+    assert got[-8].nnz == got[-7].nnz == 0 and got[-5].nnz == 1
+    # the dotted capital I lowercases to "i" + U+0307, a mark that WORDPUNCT splits off as its own word
+    assert dict(hasher.ngram_counts("İstanbul İİ")).get("\u0307") == (None if not cfg.lowercase else 3)

@@ -229,3 +229,21 @@ def test_no_documents_give_an_empty_float64_frame_with_the_eleven_columns():
     assert frame.shape == (0, 11) and list(frame.columns) == list(rp.SIGNALS)
     assert (frame.dtypes == np.float64).all()
     assert rp.RedPajamaSignals().score([]).shape == (0, 11)
+
+
+EDGE_TEXTS = [
+    "", "\n", "\n\n", "a\n", "a\nb", "...\n!!!", "x\n...", "ΟΔΟΣ\nΣ\nΑΣ Σ.", "İstanbul\nİ", "ǅ ǈ Ⅻ ½ ²",
+    "café\u0301 e\u0301\n\u00a0 \u2003x\u3000y\r\nz\r", "a\x1cb\x1dc\x1ed\x1ff\x85g", "a\ud800b\n\udfff", "x1 2y 3 ab12 12ab a_1 __ 1_a", "AB\n\nc D\n12 ..3\n", "A1\n\n", "...\n9Z", "42 ٤٢ ४२\n\t\t7", "Q: a-b? c!\n",
+]
+
+
+def test_signals_of_equals_each_definition_on_the_corpus(full_corpus):
+    """signals_of cuts the per-line normalisation from one whole-text pass and counts the lettered raw
+    words with one regex: every signal must equal signals_of_reference's (each definition applied as
+    written) exactly, on every 8th corpus document and on texts where lines, case and whitespace meet."""
+    texts = full_corpus["text"].tolist()[::8] + EDGE_TEXTS
+    for text in texts:
+        got, want = rp.signals_of(text), rp.signals_of_reference(text)
+        assert list(got) == list(want) == list(rp.SIGNALS)
+        for k in want:
+            assert got[k] == want[k] or (math.isnan(got[k]) and math.isnan(want[k])), (k, text[:80])

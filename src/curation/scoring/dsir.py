@@ -17,7 +17,11 @@ domain q, this is the logarithm of the ratio p(doc)/q(doc)." So
 Words are RedPajama's raw words (``nltk.WordPunctTokenizer``: ``\\w+|[^\\w\\s]+``),
 lowercased as in the DSIR reference code. Hashing is sklearn's signed
 MurmurHash3 (``HashingVectorizer``), stable across processes, so a saved model
-scores the same everywhere (Python's ``hash`` is salted per process). Bucket
+scores the same everywhere (Python's ``hash`` is salted per process). ``features``
+counts each document's distinct n-grams first (``collections.Counter``) and hashes
+(n-gram, count) pairs with sklearn's ``FeatureHasher``: the same matrix as
+``HashingVectorizer(...).transform`` entry for entry (tested), ~1.4x faster, since
+a word that repeats in a document is hashed once. Bucket
 probabilities get add-``pseudocount`` smoothing so an unseen bucket has a
 finite log-probability.
 
@@ -30,6 +34,8 @@ corpus has no math domain, so ``math_importance`` needs a user-supplied target.
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
@@ -40,6 +46,7 @@ from curation.scoring.base import Rater, ensure_texts
 
 # nltk.WordPunctTokenizer's pattern, which RedPajama-V2 uses for raw words
 WORDPUNCT = r"\w+|[^\w\s]+"
+_WORDS = re.compile(WORDPUNCT)
 
 
 @dataclass
@@ -64,24 +71,41 @@ class DSIRImportance(Rater):
     """``score = log p_target(doc) - log p_raw(doc)`` under hashed n-gram bag models."""
 
     def __init__(self, cfg: DSIRConfig | None = None):
-        from sklearn.feature_extraction.text import HashingVectorizer
+        from sklearn.feature_extraction import FeatureHasher
 
         self.cfg = cfg or DSIRConfig()
         self.name = f"{self.cfg.target}_importance"
-        self._vec = HashingVectorizer(
-            n_features=self.cfg.buckets,
-            token_pattern=WORDPUNCT,
-            lowercase=self.cfg.lowercase,
-            ngram_range=(1, self.cfg.max_ngram),
-            alternate_sign=False,  # plain counts, not signed feature hashing
-            norm=None,
-            dtype=np.float64,
-        )
+        # (n-gram, count) pairs -> bucket counts: HashingVectorizer's hashing, without its per-occurrence loop
+        self._hasher = FeatureHasher(n_features=self.cfg.buckets, input_type="pair",
+                                     alternate_sign=False,  # plain counts, not signed feature hashing
+                                     dtype=np.float64)
         self.log_diff: np.ndarray | None = None  # (buckets,) log gamma_target - log gamma_raw
 
+    def reference_vectorizer(self):
+        """sklearn's ``HashingVectorizer`` with this config: what ``features`` equals (the tests' oracle)."""
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        return HashingVectorizer(n_features=self.cfg.buckets, token_pattern=WORDPUNCT, lowercase=self.cfg.lowercase,
+                                 ngram_range=(1, self.cfg.max_ngram), alternate_sign=False, norm=None,
+                                 dtype=np.float64)
+
+    def ngram_counts(self, text: str):
+        """(n-gram, count) pairs of one document, as HashingVectorizer's analyzer counts them: words of
+        ``WORDPUNCT`` (after ``str.lower`` of the whole text when ``lowercase``), then each n of 2 ..
+        ``max_ngram`` as the words joined by one space. A unigram never holds a space and an n-gram
+        holds n - 1, so the per-n counters never share a key."""
+        words = _WORDS.findall(text.lower() if self.cfg.lowercase else text)
+        pairs = list(Counter(words).items())
+        for n in range(2, self.cfg.max_ngram + 1):
+            pairs += Counter(map(" ".join, zip(*(words[i:] for i in range(n))))).items()
+        return pairs
+
     def features(self, texts: Sequence[str]):
-        """Hashed n-gram counts, sparse (n_docs, buckets)."""
-        return self._vec.transform(ensure_texts(texts))
+        """Hashed n-gram counts, sparse CSR (n_docs, buckets), sorted indices: equal to
+        ``reference_vectorizer().transform(texts)``."""
+        z = self._hasher.transform(self.ngram_counts(t) for t in ensure_texts(texts))
+        z.sort_indices()
+        return z
 
     def fit(self, target_texts: Sequence[str], raw_texts: Sequence[str]) -> "DSIRImportance":
         """Estimate both bag models: ``target_texts`` (e.g. books) and ``raw_texts`` (the pool)."""

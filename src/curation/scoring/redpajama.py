@@ -54,10 +54,14 @@ SIGNALS = (
 )
 
 _PUNCT_TABLE = str.maketrans("", "", string.punctuation)
+_PUNCT_BYTES = string.punctuation.encode()
 _WS = re.compile(r"\s+")
 _WORDPUNCT = re.compile(r"\w+|[^\w\s]+")
 _LINES = re.compile(r"[^\n]*\n|[^\n]+$")
 _ALPHA = re.compile(r"[a-zA-Z]")
+# one match per raw word holding an ASCII letter: from its first letter to the end of its \w run
+# (letters are \w, so a [^\w\s]+ word never holds one; a run with no letter never matches)
+_ALPHA_WORD = re.compile(r"[a-zA-Z]\w*")
 # Table 5: "calculated using the regular expression r'\b[^.!?]+[.!?]*'"
 _SENTENCE = re.compile(r"\b[^.!?]+[.!?]*", flags=re.UNICODE)
 # Table 5: 'A terminal punctation mark is defined as one of: ".", "!", "?", "”"'
@@ -68,6 +72,19 @@ def normalize(text: str) -> str:
     """RedPajama-V2 ``normalize``: drop ASCII punctuation, lowercase, collapse whitespace, NFD."""
     text = text.translate(_PUNCT_TABLE).lower().strip()
     return unicodedata.normalize("NFD", _WS.sub(" ", text))
+
+
+def _normalize_rest(lowered: str) -> str:
+    # normalize() after its punctuation removal and lowercasing. str.split() and str.strip() cut at the
+    # characters re's \s matches (both are str.isspace, checked over every code point), so the join is
+    # _WS.sub(" ", lowered.strip()), at about half the cost
+    return unicodedata.normalize("NFD", " ".join(lowered.split()))
+
+
+def _drop_punctuation(text: str) -> str:
+    # text.translate(_PUNCT_TABLE) at ~5x the speed: string.punctuation is ASCII, and in UTF-8 an ASCII
+    # byte never occurs inside a multi-byte character (surrogatepass: lone surrogates round-trip too)
+    return text.encode("utf-8", "surrogatepass").translate(None, _PUNCT_BYTES).decode("utf-8", "surrogatepass")
 
 
 def raw_words(text: str) -> list[str]:
@@ -178,21 +195,92 @@ def doc_frac_chars_top_3gram(words_norm: list[str]) -> float:
     return _frac_chars_top_ngram(words_norm, 3)
 
 
-def signals_of(text: str) -> dict[str, float]:
-    """All 11 signals of one document."""
+def signals_of_reference(text: str) -> dict[str, float]:
+    """All 11 signals of one document, each from its definition above (the oracle of ``signals_of``)."""
     words_norm = normalize(text).split()
     words_raw = raw_words(text)
     lines_raw = lines(text)
     lines_norm = [normalize(ln) for ln in lines_raw]
+    return _signals(text, doc_frac_no_alph_words(words_raw), words_norm, lines_raw,
+                    lines_numerical_chars_fraction(lines_norm), lines_uppercase_letter_fraction(lines_raw))
+
+
+def signals_of(text: str) -> dict[str, float]:
+    """All 11 signals of one document: ``signals_of_reference``'s values, bit for bit (tested on the
+    corpus and on edge texts), with less work per line and per word (1.6-2x on the corpus):
+
+    - punctuation removal (on the UTF-8 bytes) and lowercasing run once on the whole text, and each
+      line's normalised form is cut from that (both map characters one by one and never touch ``\\n``;
+      a capital sigma's final form looks at neighbours only up to a ``\\n``, which is neither cased
+      nor case-ignorable, so lowercasing the whole text and each line agree);
+    - the raw words holding a letter are counted by one regex over the text, not one search per word;
+    - the per-line capitals (raw lines) and numeric characters (normalised lines) are counted for all
+      lines at once with numpy, from ``str.isupper`` / ``str.isnumeric`` tables of every code point;
+      each line's fraction is still its own integer division, summed in line order.
+    """
+    lowered = _drop_punctuation(text).lower()
+    words_norm = _normalize_rest(lowered).split()
+    n_raw = len(_WORDPUNCT.findall(text))
+    lines_raw = lines(text)
+    # lines_raw[i] is segment i of the text cut at "\n" (its "\n" included); strip() drops that "\n"
+    lines_norm = [_normalize_rest(seg) for seg in lowered.split("\n")[: len(lines_raw)]]
+    no_alph = 1.0 - len(_ALPHA_WORD.findall(text)) / n_raw if n_raw else math.nan
+    numeric, upper = _line_fractions(text, lines_norm) if lines_raw else (math.nan, math.nan)
+    return _signals(text, no_alph, words_norm, lines_raw, numeric, upper)
+
+
+_CHAR_TABLES: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _char_tables() -> tuple[np.ndarray, np.ndarray]:
+    """str.isnumeric and str.isupper of every code point, as bool arrays (built once per process, ~0.3 s)."""
+    global _CHAR_TABLES
+    if _CHAR_TABLES is None:
+        chars = [chr(c) for c in range(0x110000)]
+        _CHAR_TABLES = (np.fromiter(map(str.isnumeric, chars), bool, len(chars)),
+                        np.fromiter(map(str.isupper, chars), bool, len(chars)))
+    return _CHAR_TABLES
+
+
+def _code_points(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def _per_line_counts(flags: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[list[int], list[int]]:
+    """(count of flagged characters, length) of each line [start, end)."""
+    total = np.concatenate(([0], np.cumsum(flags)))
+    return (total[ends] - total[starts]).tolist(), (ends - starts).tolist()
+
+
+def _line_fractions(text: str, lines_norm: list[str]) -> tuple[float, float]:
+    """(lines_numerical_chars_fraction, lines_uppercase_letter_fraction) of a text with >= 1 line."""
+    numeric, upper = _char_tables()
+    raw = _code_points(text)
+    ends = np.flatnonzero(raw == 10) + 1  # each raw line ends after its "\n" ...
+    if len(ends) < len(lines_norm):  # ... and the last one at the end of the text when it has no "\n"
+        ends = np.append(ends, len(raw))
+    n_upper, n_raw = _per_line_counts(upper[raw], np.concatenate(([0], ends[:-1])), ends)
+    # normalised lines hold no "\n" (str.split removed every whitespace): joined with one "\n" between
+    norm = _code_points("\n".join(lines_norm))
+    lengths = np.array([len(ln) for ln in lines_norm])
+    ends = np.cumsum(lengths + 1) - 1
+    n_numeric, n_norm = _per_line_counts(numeric[norm], ends - lengths, ends)
+    per_numeric = [d / n if n else 0.0 for d, n in zip(n_numeric, n_norm)]
+    per_upper = [u / n for u, n in zip(n_upper, n_raw)]
+    return sum(per_numeric) / len(per_numeric), sum(per_upper) / len(per_upper)
+
+
+def _signals(text: str, no_alph: float, words_norm: list[str], lines_raw: list[str], numeric: float,
+             upper: float) -> dict:
     return {
-        "doc_frac_no_alph_words": doc_frac_no_alph_words(words_raw),
+        "doc_frac_no_alph_words": no_alph,
         "doc_mean_word_length": doc_mean_word_length(words_norm),
         "doc_frac_unique_words": doc_frac_unique_words(words_norm),
         "doc_unigram_entropy": doc_unigram_entropy(words_norm),
         "doc_word_count": doc_word_count(words_norm),
         "lines_ending_with_terminal_punctution_mark": lines_ending_with_terminal_punctution_mark(lines_raw),
-        "lines_numerical_chars_fraction": lines_numerical_chars_fraction(lines_norm),
-        "lines_uppercase_letter_fraction": lines_uppercase_letter_fraction(lines_raw),
+        "lines_numerical_chars_fraction": numeric,
+        "lines_uppercase_letter_fraction": upper,
         "doc_num_sentences": doc_num_sentences(text),
         "doc_frac_chars_top_2gram": doc_frac_chars_top_2gram(words_norm),
         "doc_frac_chars_top_3gram": doc_frac_chars_top_3gram(words_norm),
