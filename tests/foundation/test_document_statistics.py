@@ -32,6 +32,7 @@ def test_counts_equal_the_regex_definitions(monkeypatch, chunk_chars):
     # one whole corpus shard (4,129 documents) plus edge texts, in one numpy pass and cut into chunks of
     # a few characters (a document longer than a chunk is a chunk of its own)
     monkeypatch.setattr(stats, "_CHUNK_CHARS", chunk_chars)
+    monkeypatch.setattr(stats, "_CLASSES", None)  # the tables are built here, not inherited from an earlier test
     texts = pd.read_parquet(CORPUS_SHARDS[0], columns=["text"])["text"].tolist() + EDGE_TEXTS
     frame = pd.DataFrame({"id": [f"d{i}" for i in range(len(texts))], "text": texts})
     got = document_statistics(frame)
