@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import CORPUS_SHARDS
-from curation.data import stats
+from curation.data import codepoints, stats
 from curation.data.stats import document_statistics
 
 EDGE_TEXTS = ["", " ", "\n", "a", " a ", "a\n\nb", "x\u00a0y\u2003z\u3000w", "\x1c\x1d\x1e\x1f\x85", "\t\r\n\x0b\x0c",
@@ -32,7 +32,7 @@ def test_counts_equal_the_regex_definitions(monkeypatch, chunk_chars):
     # one whole corpus shard (4,129 documents) plus edge texts, in one numpy pass and cut into chunks of
     # a few characters (a document longer than a chunk is a chunk of its own)
     monkeypatch.setattr(stats, "_CHUNK_CHARS", chunk_chars)
-    monkeypatch.setattr(stats, "_CLASSES", None)  # the tables are built here, not inherited from an earlier test
+    monkeypatch.setattr(codepoints, "_TABLES", {})  # the tables are built here, not inherited from an earlier test
     texts = pd.read_parquet(CORPUS_SHARDS[0], columns=["text"])["text"].tolist() + EDGE_TEXTS
     frame = pd.DataFrame({"id": [f"d{i}" for i in range(len(texts))], "text": texts})
     got = document_statistics(frame)

@@ -24,6 +24,7 @@ import math
 import numpy as np
 import pytest
 
+from curation.data import codepoints
 from curation.scoring import redpajama as rp
 
 A = "stackexchange_dumps/history-meta/000143"
@@ -241,7 +242,7 @@ def test_signals_of_equals_each_definition_on_the_corpus(full_corpus, monkeypatc
     """signals_of cuts the per-line normalisation from one whole-text pass and counts the lettered raw
     words with one regex: every signal must equal signals_of_reference's (each definition applied as
     written) exactly, on every 8th corpus document and on texts where lines, case and whitespace meet."""
-    monkeypatch.setattr(rp, "_CHAR_TABLES", None)  # built here, not inherited from an earlier test
+    monkeypatch.setattr(codepoints, "_TABLES", {})  # tables built here, not inherited from an earlier test
     texts = full_corpus["text"].tolist()[::8] + EDGE_TEXTS
     for text in texts:
         got, want = rp.signals_of(text), rp.signals_of_reference(text)

@@ -12,8 +12,12 @@ Definitions (per document):
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
+
+from curation.data.codepoints import char_table, code_points, span_counts
 
 _UNKNOWN_SOURCE = "unknown"
 
@@ -24,7 +28,7 @@ def document_statistics(documents: pd.DataFrame) -> pd.DataFrame:
     ``source`` is ``"unknown"`` when the corpus has no source column. The counts are the regex counts
     ``\\s`` (white space), ``\\S+`` (words), ``[^\\W\\d_]`` (letters, any script) and ``\\n``, taken
     with numpy over each chunk of documents' code points and per-code-point tables that those same
-    regexes built (``_char_classes``): the pandas ``str.count`` of each regex, value for value (tested
+    regexes built (``curation.data.codepoints``): the pandas ``str.count`` of each regex, value for value (tested
     on the corpus), without a regex call per document.
     """
     text = documents["text"].astype("string")
@@ -53,39 +57,26 @@ def document_statistics(documents: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-_CLASSES: tuple[np.ndarray, np.ndarray] | None = None
 # code points per numpy pass: <= ~16 bytes of temporaries per code point
 _CHUNK_CHARS = 1 << 23
-
-
-def _char_classes() -> tuple[np.ndarray, np.ndarray]:
-    """(white space, letter) of every code point: where ``\\s`` and ``[^\\W\\d_]`` match in one string
-    of all 0x110000 code points (built once per process, ~0.1 s)."""
-    global _CLASSES
-    if _CLASSES is None:
-        import re
-
-        every = "".join(map(chr, range(0x110000)))
-        space, letter = np.zeros(0x110000, bool), np.zeros(0x110000, bool)
-        for table, pattern in ((space, r"\s"), (letter, r"[^\W\d_]")):
-            table[[m.start() for m in re.finditer(pattern, every)]] = True
-        _CLASSES = (space, letter)
-    return _CLASSES
+_SPACE = re.compile(r"\s")
+_LETTER = re.compile(r"[^\W\d_]")  # "a letter" in any script under Python's Unicode regex
 
 
 def _char_counts(texts: list[str]) -> dict[str, np.ndarray]:
     """Per document (int64): code points, white-space characters, words (maximal non-white-space runs),
     letters and newlines."""
-    space_of, letter_of = _char_classes()
+    space_of, letter_of = char_table(_SPACE), char_table(_LETTER)
     lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+    ends = np.cumsum(lengths)
     out = {k: np.zeros(len(texts), np.int64) for k in ("space", "words", "alpha", "newlines")}
     lo = 0
     while lo < len(texts):
         # a chunk of whole documents, at most _CHUNK_CHARS code points unless one document is longer
-        hi = lo + max(1, int(np.searchsorted(np.cumsum(lengths[lo:]), _CHUNK_CHARS, side="right")))
-        # utf-32 holds one unit per code point (a lone surrogate included), so offsets are str offsets
-        codes = np.frombuffer("".join(texts[lo:hi]).encode("utf-32-le", "surrogatepass"), np.uint32)
-        bounds = np.concatenate(([0], np.cumsum(lengths[lo:hi])))
+        before = ends[lo - 1] if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, before + _CHUNK_CHARS, side="right")))
+        codes = code_points("".join(texts[lo:hi]))
+        bounds = np.concatenate(([0], ends[lo:hi] - before))
         space = space_of[codes]
         starts = ~space  # a word starts at a non-space character after a space or at its document's start
         starts[1:] &= space[:-1]
@@ -93,9 +84,7 @@ def _char_counts(texts: list[str]) -> dict[str, np.ndarray]:
         starts[first] = ~space[first]
         for key, flags in (("space", space), ("words", starts), ("alpha", letter_of[codes]),
                            ("newlines", codes == 10)):
-            # flagged positions per [start, end) span: a search in the sorted positions (a cumsum of
-            # the flags as int64 costs ~10x more)
-            out[key][lo:hi] = np.diff(np.searchsorted(np.flatnonzero(flags), bounds))
+            out[key][lo:hi] = span_counts(flags, bounds[:-1], bounds[1:])
         lo = hi
     return {"chars": lengths, **out}
 

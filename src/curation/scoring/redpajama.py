@@ -37,6 +37,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from curation.data.codepoints import char_table, code_points, span_counts
+
 from curation.scoring.base import ensure_texts
 
 SIGNALS = (
@@ -215,7 +217,8 @@ def signals_of(text: str) -> dict[str, float]:
       nor case-ignorable, so lowercasing the whole text and each line agree);
     - the raw words holding a letter are counted by one regex over the text, not one search per word;
     - the per-line capitals (raw lines) and numeric characters (normalised lines) are counted for all
-      lines at once with numpy, from ``str.isupper`` / ``str.isnumeric`` tables of every code point;
+      lines at once with numpy, from ``str.isupper`` / ``str.isnumeric`` tables of every code point
+      (``curation.data.codepoints``);
       each line's fraction is still its own integer division, summed in line order.
     """
     lowered = _drop_punctuation(text).lower()
@@ -229,42 +232,20 @@ def signals_of(text: str) -> dict[str, float]:
     return _signals(text, no_alph, words_norm, lines_raw, numeric, upper)
 
 
-_CHAR_TABLES: tuple[np.ndarray, np.ndarray] | None = None
-
-
-def _char_tables() -> tuple[np.ndarray, np.ndarray]:
-    """str.isnumeric and str.isupper of every code point, as bool arrays (built once per process, ~0.3 s)."""
-    global _CHAR_TABLES
-    if _CHAR_TABLES is None:
-        chars = [chr(c) for c in range(0x110000)]
-        _CHAR_TABLES = (np.fromiter(map(str.isnumeric, chars), bool, len(chars)),
-                        np.fromiter(map(str.isupper, chars), bool, len(chars)))
-    return _CHAR_TABLES
-
-
-def _code_points(text: str) -> np.ndarray:
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-
-
-def _per_line_counts(flags: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[list[int], list[int]]:
-    """(count of flagged characters, length) of each line [start, end)."""
-    total = np.concatenate(([0], np.cumsum(flags)))
-    return (total[ends] - total[starts]).tolist(), (ends - starts).tolist()
-
-
 def _line_fractions(text: str, lines_norm: list[str]) -> tuple[float, float]:
     """(lines_numerical_chars_fraction, lines_uppercase_letter_fraction) of a text with >= 1 line."""
-    numeric, upper = _char_tables()
-    raw = _code_points(text)
+    raw = code_points(text)
     ends = np.flatnonzero(raw == 10) + 1  # each raw line ends after its "\n" ...
     if len(ends) < len(lines_norm):  # ... and the last one at the end of the text when it has no "\n"
         ends = np.append(ends, len(raw))
-    n_upper, n_raw = _per_line_counts(upper[raw], np.concatenate(([0], ends[:-1])), ends)
+    starts = np.concatenate(([0], ends[:-1]))
+    n_upper = span_counts(char_table(str.isupper)[raw], starts, ends).tolist()
+    n_raw = (ends - starts).tolist()
     # normalised lines hold no "\n" (str.split removed every whitespace): joined with one "\n" between
-    norm = _code_points("\n".join(lines_norm))
-    lengths = np.array([len(ln) for ln in lines_norm])
-    ends = np.cumsum(lengths + 1) - 1
-    n_numeric, n_norm = _per_line_counts(numeric[norm], ends - lengths, ends)
+    norm = code_points("\n".join(lines_norm))
+    n_norm = [len(ln) for ln in lines_norm]
+    ends = np.cumsum(np.array(n_norm, dtype=np.int64) + 1) - 1
+    n_numeric = span_counts(char_table(str.isnumeric)[norm], ends - n_norm, ends).tolist()
     per_numeric = [d / n if n else 0.0 for d, n in zip(n_numeric, n_norm)]
     per_upper = [u / n for u, n in zip(n_upper, n_raw)]
     return sum(per_numeric) / len(per_numeric), sum(per_upper) / len(per_upper)
