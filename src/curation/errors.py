@@ -3,8 +3,8 @@
 A known failure (bad input, bad config, a namespace held by another run, a full disk) is printed
 as one short message that names the file, row or key and the fix; the Python trace, which would
 only bury that line under 80-160 lines of Kedro and Hydra frames, is shown only with
-``HYDRA_FULL_ERROR=1`` or ``curate --verbose``. Anything else is a bug or an unforeseen failure
-and keeps its full trace.
+``HYDRA_FULL_ERROR=1`` or ``curate --verbose`` (``kedro run`` does the same: :mod:`curation.cli`).
+Anything else is a bug or an unforeseen failure and keeps its full trace.
 
 Known failures are :class:`UserError` and its subclasses (among them the config errors of
 :mod:`curation.configuration`, the schema errors of :mod:`curation.data.validate` and the lineage
@@ -71,10 +71,10 @@ def user_message(err: BaseException) -> str | None:
     return None
 
 
-def format_failure(message: str) -> str:
-    """The text printed for a known failure."""
-    return (f"curate: error: {message}\n"
-            f"(the full trace: run again with HYDRA_FULL_ERROR=1 or curate --verbose)")
+def format_failure(message: str, prog: str = "curate") -> str:
+    """The text printed for a known failure (``prog``: the command, ``curate`` or ``kedro run``)."""
+    return (f"{prog}: error: {message}\n"
+            f"(the full trace: run again with HYDRA_FULL_ERROR=1 or {prog} --verbose)")
 
 
 class KnownFailureFilter(logging.Filter):

@@ -1,0 +1,71 @@
+"""The project's ``kedro`` commands (Kedro loads ``<package>.cli.cli`` and lets it override its own).
+
+``kedro run`` is Kedro's own command with what ``curate`` adds around a run:
+
+* the namespace lock is taken right after the config is composed (a second ``kedro run`` in a busy
+  namespace is refused in about a second, before the pipelines, the catalog and their imports are
+  loaded; :mod:`curation.namespace_lock`);
+* a known failure (bad input or config, a busy namespace, missing inputs, a full disk:
+  :func:`curation.errors.user_message`) ends with one ``kedro run: error: ...`` line and exit status 2;
+  the full trace with ``kedro run --verbose`` or ``HYDRA_FULL_ERROR=1``. Other failures keep their trace.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from kedro.framework.cli.project import run as kedro_run
+
+from curation.errors import VERBOSE_ENV, KnownFailureFilter, format_failure, user_message, verbose
+
+PROG = "kedro run"
+
+
+def early_namespace(params: dict[str, Any], conf_source: str | None, root: Path) -> tuple[str, bool] | None:
+    """``(run.namespace, run.wait_for_lock)`` of the config ``kedro run --params`` composes (cheaply:
+    :func:`curation.hydra_app.namespace_from_config`), or None when it does not compose (the run itself
+    then reports why)."""
+    from curation.config_loader import overrides_from_params
+    from curation.hydra_app import namespace_from_config
+
+    return namespace_from_config(overrides_from_params(params or {}), root,
+                                 Path(conf_source) if conf_source else None)
+
+
+@click.group(name="curation")
+def cli() -> None:
+    """Project commands of curation."""
+
+
+@cli.command(name="run", params=[*kedro_run.params,
+                                 click.Option(["--verbose"], is_flag=True,
+                                              help="On a known failure, print the full trace too.")],
+             help=kedro_run.help, context_settings=kedro_run.context_settings)
+@click.pass_context
+def run(ctx: click.Context, **kwargs: Any) -> Any:
+    if kwargs.pop("verbose", False):
+        os.environ[VERBOSE_ENV] = "1"
+    from curation import namespace_lock as locks
+    from curation.paths import project_root
+
+    root = project_root()
+    try:
+        try:
+            early = early_namespace(kwargs.get("params") or {}, kwargs.get("conf_source"), root)
+            if early is not None and not early[1]:
+                # Before the pipelines, the catalog and their imports: a busy namespace fails at once.
+                locks.acquire_early(root, early[0])
+            KnownFailureFilter.install()  # a known failure is printed once, short
+            return ctx.invoke(kedro_run, **kwargs)
+        finally:
+            locks.release_all()
+    except Exception as err:
+        message = user_message(err)
+        if message is None or verbose():
+            raise
+        print(format_failure(message, PROG), file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
