@@ -176,6 +176,77 @@ def namespace_from_argv(argv: list[str], root: Path) -> str | None:
     return str(namespace) if namespace else None
 
 
+def _placeholder_schemas(conf: Path) -> list[tuple[str, str]]:
+    """Register an empty node for every ``_schema*`` entry that a group's defaults list names and that is not
+    registered yet: composing with them gives the same values without importing the schemas' modules
+    (``register_configs`` imports the config dataclasses of every package, torch, scipy and scikit-learn among
+    them: seconds). Returns the ``(group, file)`` entries added, for :func:`_drop_placeholders`."""
+    import yaml
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    added = []
+    for path in sorted(conf.glob("*/*.yaml")):
+        try:
+            defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults") or []
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue
+        for entry in defaults:
+            group, file = path.parent.name, f"{entry}.yaml"
+            if isinstance(entry, str) and entry.startswith("_schema") and file not in store.repo.get(group, {}):
+                store.store(group=group, name=entry, node={})
+                added.append((group, file))
+    return added
+
+
+def _drop_placeholders(added: list[tuple[str, str]]) -> None:
+    """Remove the placeholders :func:`_placeholder_schemas` added (``register_configs`` adds the real ones)."""
+    from hydra.core.config_store import ConfigStore
+
+    repo = ConfigStore.instance().repo
+    for group, file in added:
+        repo.get(group, {}).pop(file, None)
+
+
+def namespace_from_config(argv: list[str], root: Path, conf: Path | None = None) -> tuple[str, bool] | None:
+    """``(run.namespace, run.wait_for_lock)`` of a plain ``curate`` call (no sweep, no option) whose namespace
+    the command line alone does not tell (``experiment=...``, ``run=...``, an interpolation), from the config
+    composed here once with placeholder schemas (:func:`_placeholder_schemas`: well under a second; the run
+    composes it again, typed); None for a sweep or an option, or when it does not compose (the run's own
+    composition then reports why). ``conf``: the config folder (default ``<root>/conf``)."""
+    if any(arg.startswith("-") for arg in argv):
+        return None  # -m (every sweep job has its own namespace), --cfg, --help, ...
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    conf = Path(conf) if conf is not None else root / "conf"
+    added: list[tuple[str, str]] = []
+    try:
+        added = _placeholder_schemas(conf)
+        if GlobalHydra.instance().is_initialized():
+            GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=list(argv))
+        namespace = OmegaConf.select(cfg, "run.namespace", default="default")
+        wait = OmegaConf.select(cfg, "run.wait_for_lock", default=False)
+    except Exception:
+        return None
+    finally:
+        GlobalHydra.instance().clear()
+        _drop_placeholders(added)
+    return (str(namespace), bool(wait)) if namespace else None
+
+
+def _refuse_busy(err: Exception) -> None:
+    from curation.errors import format_failure, verbose
+
+    if verbose():
+        raise err
+    print(format_failure(str(err)), file=sys.stderr, flush=True)
+    raise SystemExit(2) from None
+
+
 def main() -> None:
     args = sys.argv[1:]
     if "--verbose" in args:  # not a Hydra option: full traces for known failures too
@@ -187,17 +258,17 @@ def main() -> None:
 
     namespace = namespace_from_argv(sys.argv[1:], root)
     try:
+        if namespace is None:
+            # experiment=, run=, ...: the namespace is known once the config is composed; compose it now,
+            # before the seconds of Kedro and pipeline imports, so that a busy namespace fails within 2 s too.
+            composed = namespace_from_config(sys.argv[1:], root)
+            namespace = composed[0] if composed is not None and not composed[1] else None
         if namespace is not None:
             # Before the seconds of imports and composition: a busy namespace fails at once.
             try:
                 locks.acquire_early(root, namespace)
             except locks.NamespaceBusy as err:
-                from curation.errors import format_failure, verbose
-
-                if verbose():
-                    raise
-                print(format_failure(str(err)), file=sys.stderr, flush=True)
-                raise SystemExit(2) from None
+                _refuse_busy(err)
         import hydra
 
         from curation.config_schema import register_configs

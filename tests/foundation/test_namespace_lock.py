@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.hydra_app import namespace_from_argv
+from curation.hydra_app import namespace_from_argv, namespace_from_config
 from curation.namespace_lock import NamespaceBusy, NamespaceLock, lock_path, namespace_lock
 from tests.conftest import CORPUS_DIR, REPO
 from tests.processes import HELD_ENV, MARKER_ENV, held_curate, marked_processes, wait_for
@@ -163,3 +163,62 @@ def test_kedro_run_holds_the_namespace_lock_too(project):
 ])
 def test_the_namespace_read_off_the_command_line(argv, expected):
     assert namespace_from_argv(argv, REPO) == expected
+
+
+def _held_options(project: Path) -> None:
+    """An experiment and a run option of the project's config that name the namespace ``held``."""
+    (project / "conf" / "experiment" / "held_here.yaml").write_text("# @package _global_\nrun:\n  namespace: held\n")
+    run = (project / "conf" / "run" / "default.yaml").read_text()
+    (project / "conf" / "run" / "held.yaml").write_text(
+        "\n".join("namespace: held" if line.startswith("namespace:") else line for line in run.splitlines()) + "\n")
+
+
+def test_the_namespace_of_the_composed_config(project):
+    _held_options(project)
+    assert namespace_from_config(["experiment=held_here", "pipeline=ingest"], project) == ("held", False)
+    assert namespace_from_config(["run=held"], project) == ("held", False)
+    assert namespace_from_config(["run=held", "run.wait_for_lock=true"], project) == ("held", True)
+    assert namespace_from_config(["pipeline=ingest"], project) == ("default", False)
+    assert namespace_from_config(["experiment=no_such_experiment"], project) is None  # the run reports it
+    assert namespace_from_config(["-m", "experiment=held_here"], project) is None  # sweep jobs: own namespaces
+    # composed with placeholder schemas, which are gone after: the run's own composition has the real ones
+    from hydra.errors import ConfigCompositionException
+
+    from curation.config_loader import compose_config
+
+    assert compose_config(project / "conf", ["run=held"])["run"]["namespace"] == "held"
+    assert namespace_from_config(["run=held"], project) == ("held", False)  # schemas registered: kept
+    with pytest.raises(ConfigCompositionException):
+        compose_config(project / "conf", ["run=held", "run.wait_for_lock=sometimes"])  # typed: not a bool
+
+
+# On 2 idle cores the refusals below take 0.6-1.1 s (`curate`) and 1.3-2.1 s (`kedro run`, whose own CLI start-up
+# takes ~1 s before the project's command runs); before the config was composed early they took 19-43 s.
+REFUSE_WITHIN_S = 2.0
+
+
+@pytest.mark.slow  # four `curate` / `kedro run` subprocesses
+def test_a_busy_namespace_is_refused_within_2_s_however_the_namespace_is_named(project):
+    _held_options(project)
+    loaded = os.getloadavg()[0] / (os.cpu_count() or 1)
+    limit = REFUSE_WITHIN_S * max(1.0, loaded)  # a machine busy with other work is slower, not broken
+    commands = {
+        "experiment": [str(BIN / "curate"), "experiment=held_here", "pipeline=ingest", "data.max_docs=20"],
+        "run option": [str(BIN / "curate"), "run=held", "pipeline=ingest"],
+        "kedro --params run.namespace": [str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",
+                                         "run.namespace=held"],
+        "kedro --params experiment": [str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",
+                                      "experiment=held_here"],
+    }
+    with namespace_lock(project, "held"):
+        for how, args in commands.items():
+            started = time.monotonic()
+            done = subprocess.run(args, cwd=project, env=_env(project), capture_output=True, text=True, timeout=300)
+            took = time.monotonic() - started
+            assert done.returncode == 2, how + done.stdout[-2000:] + done.stderr[-2000:]
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 2 and f"namespace 'held' is in use by the run pid {os.getpid()}" in lines[0], \
+                (how, done.stderr[-3000:])
+            assert "Traceback" not in done.stdout + done.stderr
+            assert took < limit, f"{how}: refused after {took:.1f} s (limit {limit:.1f} s at load {loaded:.2f}/core)"
+    assert not (project / "data" / "02_intermediate" / "held").exists()
