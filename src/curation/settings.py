@@ -1,10 +1,12 @@
 """Kedro project settings."""
 
 from curation.config_loader import HydraConfigLoader
-from curation.runtime_hooks import RuntimeHook
+from curation.runtime_hooks import InputsHook, RuntimeHook
 from curation.tracking.hooks import MlflowTrackingHook
 
-HOOKS = (RuntimeHook(), MlflowTrackingHook())
+# pluggy calls the last registered hook first: InputsHook refuses a run whose inputs are missing before
+# MlflowTrackingHook takes the namespace lock and opens an MLflow run.
+HOOKS = (RuntimeHook(), MlflowTrackingHook(), InputsHook())
 
 CONFIG_LOADER_CLASS = HydraConfigLoader
 CONFIG_LOADER_ARGS = {

@@ -24,6 +24,7 @@ from curation.scoring.training_sets import EVAL, category_of, human_label_split
 from curation.verification.config import VerificationConfig
 from curation.verification.seed_loop import (
     PoolSpec,
+    SeedPoolError,
     SeedLoopConfig,
     decide_pools,
     keep_rates,
@@ -356,7 +357,9 @@ def test_seed_pools_reads_file_pools_marks_corpus_ids_and_numbers_rows_afresh(tm
     assert list(out.index) == [0, 1, 2]
     assert out.to_dict("list") == {"pool": ["books", "mine", "mine"], "id": ["d2", "d1", "elsewhere"],
                                    "text": ["c", "b", "z"], "in_corpus": [True, True, False]}
-    with pytest.raises(ValueError, match=r"^seed pool 'x': no document of category 'forum' \(known: \['books', 'web'\]\)$"):
+    with pytest.raises(SeedPoolError, match=r"^verification\.seed_loop\.pools: seed pool 'x' has no document of "
+                                            r"category 'forum' in the corpus \(its category values: "
+                                            r"\['books', 'web'\]\); name one of them, or a file \(path: \.\.\.\)$"):
         seed_pools(docs, SeedLoopConfig(pools={"x": PoolSpec(category="forum")}))
 
 

@@ -8,6 +8,7 @@ classifier's keep rate per category (``ufw_classifier_metrics``, ``ufw_keep_rate
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,11 @@ from curation.verification import parse_verification_config
 from curation.verification.seed_loop import decide_pools, keep_rates, run_rounds, seed_pools, verify_pools
 
 log = logging.getLogger(__name__)
+
+
+def _key(domain: Any) -> str:
+    """A domain (category or a user's source value) in the characters an MLflow metric name allows."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(domain))
 
 
 def select_seed_pools(documents: pd.DataFrame, verification: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -59,7 +65,7 @@ def train_ufw_classifier(
     verification: dict[str, Any], scoring: dict[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """The classifier round(s) with the ``fasttext_ultrafineweb`` recipe of the scoring group, the corpus
-    scored: ``ufw_training_set`` (id, label, origin, round), ``ufw_scores`` (id, category, source, ufw_score,
+    scored: ``ufw_training_set`` (id, label, origin, round), ``ufw_scores`` (id, category / source, ufw_score,
     keep, per-round scores), ``ufw_keep_rates_table`` and ``ufw_classifier_metrics`` (``keep_rate_<category>``,
     per round counts and keep rates, ``roc_auc`` on the held-out human labels)."""
     loop = parse_verification_config(verification).seed_loop
@@ -67,15 +73,15 @@ def train_ufw_classifier(
     training, scores, metrics = run_rounds(documents, ufw_seed_pools, ufw_pool_verification_table, loop, fasttext_cfg)
     rates = keep_rates(scores)
     for _, row in rates.iterrows():
-        metrics[f"keep_rate_{row['category']}"] = row["keep_rate"]
+        metrics[f"keep_rate_{_key(row['category'])}"] = row["keep_rate"]
     for k in range(1, int(metrics["rounds_run"]) + 1):
         round_rates = keep_rates(scores.assign(keep=scores[f"ufw_score_round{k}"] >= metrics["threshold"],
                                                ufw_score=scores[f"ufw_score_round{k}"]))
         for _, row in round_rates.iterrows():
-            metrics[f"round{k}_keep_rate_{row['category']}"] = row["keep_rate"]
-    auc = eval_roc_auc(documents, scores["ufw_score"].to_numpy())
-    metrics["roc_auc"] = auc["roc_auc"]
-    metrics["roc_auc_n_eval"] = float(auc["n_eval"])
+            metrics[f"round{k}_keep_rate_{_key(row['category'])}"] = row["keep_rate"]
+    if "quality_label" in documents:  # a corpus without human labels has no ROC-AUC
+        auc = eval_roc_auc(documents, scores["ufw_score"].to_numpy())
+        metrics["roc_auc"], metrics["roc_auc_n_eval"] = auc["roc_auc"], float(auc["n_eval"])
     log.info("ufw_classifier keep rates (P >= %.2f):\n%s", metrics["threshold"], rates.to_string(index=False))
     return training, scores, rates, metrics
 

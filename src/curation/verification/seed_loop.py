@@ -24,12 +24,14 @@ from __future__ import annotations
 import dataclasses
 import glob
 import logging
+import re
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
 import numpy as np
 import pandas as pd
 
+from curation.errors import UserError
 from curation.verification.config import (  # noqa: F401  (the loop's config lives there; re-exported)
     BASELINE,
     DEFAULT_MIX,
@@ -62,16 +64,63 @@ def read_texts(path: str) -> pd.DataFrame:
     return pd.DataFrame({"id": ids.to_numpy(), "text": df["text"].astype(str).to_numpy()})
 
 
+class SeedPoolError(UserError, ValueError):
+    """The configured seed pools cannot be formed from the corpus; the message names the option to set."""
+
+
+def _pool_names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _pool_name(source: str) -> str:
+    """``source_<value>``, in the characters an MLflow metric name allows (pool metrics carry the name)."""
+    return "source_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", source)
+
+
+def domain_pools(documents: pd.DataFrame, cfg: SeedLoopConfig) -> dict[str, PoolSpec]:
+    """The pools to verify on this corpus: ``cfg.pools`` where the documents have the ``category`` column
+    its category pools read. On a corpus without one (a user's plain id + text corpus) the category pools
+    are replaced by the user's domains, each value of the ``source`` column a pool, when there are two or
+    more; else by the file pools alone, when some are named. Raises :class:`SeedPoolError`, naming the
+    option that adds a file pool, when neither gives a pool."""
+    categories = [name for name, spec in cfg.pools.items() if spec.category is not None]
+    if not categories or ("category" in documents and documents["category"].notna().any()):
+        return dict(cfg.pools)
+    files = {name: spec for name, spec in cfg.pools.items() if spec.category is None}
+    sources = sorted(documents["source"].dropna().astype(str).unique()) if "source" in documents else []
+    if len(sources) >= 2:
+        log.warning("seed loop: the documents have no category column for the pools %s; verifying each of "
+                    "their %d sources as a pool instead", _pool_names(categories), len(sources))
+        return {**{_pool_name(value): PoolSpec(category=value) for value in sources}, **files}
+    if files:
+        log.warning("seed loop: the documents have no category column for the pools %s; verifying the file "
+                    "pools %s alone", _pool_names(categories), _pool_names(list(files)))
+        return files
+    found = f"one source, {sources[0]!r}" if sources else "no source column"
+    raise SeedPoolError(
+        f"verification.seed_loop.pools: the seed pools {_pool_names(categories)} are corpus categories, but the "
+        f"{len(documents)} ingested documents have no category column (ingest takes it from an `extra` "
+        f"column's JSON) and {found}, so there is no domain to verify as a pool. Name a file of seed "
+        f"documents: '+verification.seed_loop.pools.good={{path: /path/to/seeds.parquet}}' (parquet or JSONL "
+        f"with a text column; the category pools are then skipped), or ingest a corpus with a source column "
+        f"of 2 or more values (each becomes a pool).")
+
+
 def seed_pools(documents: pd.DataFrame, cfg: SeedLoopConfig) -> pd.DataFrame:
     """Every candidate pool as rows (``pool``, ``id``, ``text``, ``in_corpus``): category pools are the
-    corpus's documents of that category; file pools are read (``in_corpus`` where their id is a corpus id)."""
+    corpus's documents of that category (on a corpus without categories, of each source:
+    :func:`domain_pools`); file pools are read (``in_corpus`` where their id is a corpus id)."""
     parts = []
-    for name, spec in cfg.pools.items():
+    pools = domain_pools(documents, cfg)
+    column = "category" if "category" in documents and documents["category"].notna().any() else "source"
+    for name, spec in pools.items():
         if spec.category is not None:
-            rows = documents.loc[documents["category"] == spec.category, ["id", "text"]]
+            rows = documents.loc[documents[column].astype("string") == spec.category, ["id", "text"]]
             if rows.empty:
-                known = sorted(documents["category"].dropna().unique())
-                raise ValueError(f"seed pool {name!r}: no document of category {spec.category!r} (known: {known})")
+                known = sorted(documents[column].dropna().astype(str).unique())
+                raise SeedPoolError(f"verification.seed_loop.pools: seed pool {name!r} has no document of "
+                                    f"{column} {spec.category!r} in the corpus (its {column} values: {known}); "
+                                    f"name one of them, or a file (path: ...)")
         else:
             rows = read_texts(spec.path)
         parts.append(rows.assign(pool=name, in_corpus=rows["id"].isin(documents["id"]).to_numpy()))
@@ -172,9 +221,12 @@ def decide_pools(gains: pd.DataFrame, z: float = 2.0, if_none: str = "best") -> 
 
 def uniform_by_source(frame: pd.DataFrame, n: int, rng: np.random.Generator, by: str = "source") -> pd.DataFrame:
     """``n`` rows drawn as evenly over ``frame[by]`` as the groups allow (Sec. 2.3's uniform distribution
-    strategy): each group gives an equal quota, small groups all they have, the rest fill the remainder."""
+    strategy): each group gives an equal quota, small groups all they have, the rest fill the remainder. Without
+    a ``by`` column the frame is one group."""
     if n >= len(frame):
         return frame
+    if by not in frame:  # no such column (a corpus without sources): one group
+        return frame.iloc[np.sort(rng.permutation(len(frame))[:n])]
     groups = {k: rng.permutation(idx) for k, idx in frame.groupby(by, sort=True).indices.items()}
     taken: dict[Any, int] = dict.fromkeys(groups, 0)
     left = n
@@ -210,8 +262,13 @@ def seed_training_set(documents: pd.DataFrame, pools: pd.DataFrame, decisions: p
     pos = uniform_by_source(pos, n, rng, by="pool")
     neg = uniform_by_source(raw, n, rng, by="source")
     return pd.concat([pd.DataFrame({"id": pos["id"], "text": pos["text"], "label": 1, "origin": pos["pool"]}),
-                      pd.DataFrame({"id": neg["id"], "text": neg["text"], "label": 0, "origin": neg["source"]})],
+                      pd.DataFrame({"id": neg["id"], "text": neg["text"], "label": 0, "origin": _origin(neg)})],
                      ignore_index=True)
+
+
+def _origin(frame: pd.DataFrame) -> Any:
+    """A negative's origin: its source, or ``corpus`` on a corpus without sources."""
+    return frame["source"] if "source" in frame else "corpus"
 
 
 def second_round_set(documents: pd.DataFrame, first: pd.DataFrame, scores: np.ndarray, threshold: float,
@@ -235,7 +292,7 @@ def second_round_set(documents: pd.DataFrame, first: pd.DataFrame, scores: np.nd
     pos = uniform_by_source(pos, n, rng, by="origin")
     neg = uniform_by_source(rejected, n, rng, by="source")
     return pd.concat([pos.assign(label=1)[["id", "text", "label", "origin"]],
-                      pd.DataFrame({"id": neg["id"], "text": neg["text"], "label": 0, "origin": neg["source"]})],
+                      pd.DataFrame({"id": neg["id"], "text": neg["text"], "label": 0, "origin": _origin(neg)})],
                      ignore_index=True)
 
 
@@ -251,8 +308,9 @@ def run_rounds(documents: pd.DataFrame, pools: pd.DataFrame, decisions: pd.DataF
                fasttext_cfg: Any) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """Steps 3-6: training set(s), the classifier of each round, the corpus scored by the last one and kept at
     its threshold (P >= 0.5, Sec. 2.5; the rule of ``FastTextRater.predict_keep``, applied to the scores
-    computed once). Returns the training sets (``round`` column, no text), the scores (``id``, ``category``,
-    ``source``, ``ufw_score``, ``keep``, and per round ``ufw_score_round<k>``) and metrics."""
+    computed once). Returns the training sets (``round`` column, no text), the scores (``id``, ``category`` and
+    ``source`` where the documents have them, ``ufw_score``, ``keep``, and per round ``ufw_score_round<k>``)
+    and metrics."""
     from curation.scoring.training_sets import EVAL, human_label_split
 
     held_out = None
@@ -260,7 +318,7 @@ def run_rounds(documents: pd.DataFrame, pools: pd.DataFrame, decisions: pd.DataF
         held_out = human_label_split(documents) == EVAL
     fasttext_cfg = dataclasses.replace(fasttext_cfg, bucket=cfg.bucket, quantize=cfg.quantize, epoch=cfg.epoch)
     threshold = fasttext_cfg.threshold if fasttext_cfg.threshold is not None else 0.5
-    scores = documents[["id", "category", "source"]].copy()
+    scores = documents[[c for c in ("id", "category", "source") if c in documents]].copy()
     training = seed_training_set(documents, pools, decisions, cfg, held_out)
     sets, metrics = [], {}
     prepared_corpus = None
@@ -293,9 +351,12 @@ def run_rounds(documents: pd.DataFrame, pools: pd.DataFrame, decisions: pd.DataF
 
 
 def keep_rates(frame: pd.DataFrame, by: str = "category") -> pd.DataFrame:
-    """Share kept (``keep``) and mean score per ``by`` value, plus ``all``."""
+    """Share kept (``keep``) and mean score per domain, plus ``all``, in a column named ``by``: the domains are
+    the ``by`` column's values, else the ``source`` column's, else there is only ``all``."""
+    column = by if by in frame else "source" if "source" in frame else None
+    groups = frame.groupby(column, sort=True) if column is not None else []
     rows = [{by: k, "docs": len(g), "kept": int(g["keep"].sum()), "keep_rate": float(g["keep"].mean()),
-             "mean_score": float(g["ufw_score"].mean())} for k, g in frame.groupby(by, sort=True)]
+             "mean_score": float(g["ufw_score"].mean())} for k, g in groups]
     rows.append({by: "all", "docs": len(frame), "kept": int(frame["keep"].sum()),
                  "keep_rate": float(frame["keep"].mean()), "mean_score": float(frame["ufw_score"].mean())})
     return pd.DataFrame(rows)
