@@ -91,3 +91,99 @@ def loky_workers_die_with_parent() -> None:
             return super().configure(*args, **kwargs)
 
     parallel.register_parallel_backend("loky", LokyDyingWithParent)
+
+
+# --- processes that a child starts in turn (a local Ray instance) --------------------------------------------
+
+_REAPER = r"""
+import os, signal, sys, time
+key, value = sys.argv[1], sys.argv[2]
+needle = f"{key}={value}".encode()
+sys.stdin.buffer.read()  # EOF: the owner closed its end, or ended (however it ended)
+
+def marked():
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+quiet = 0
+deadline = time.monotonic() + 30
+while quiet < 3 and time.monotonic() < deadline:  # processes that were starting others: until none is left
+    pids = marked()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    quiet = 0 if pids else quiet + 1
+    time.sleep(0.2)
+"""
+
+REAPER_ENV = "CURATION_REAPED_BY"
+
+
+class Reaper:
+    """Ends every process started while :meth:`mark` is active once this process ends, however it ends.
+
+    A local Ray instance (``ray.init()``) starts a GCS server and a raylet, which start the dashboard and
+    runtime-env agents, log monitors and workers in turn; killed during Ray's start-up, the driver runs no
+    clean-up, and those grandchildren, whose parent-death signal (if any) points at a process that is not
+    the driver, run on. So before starting them, a small watcher process is started in a session of its
+    own (a kill of the driver's process group does not reach it) holding the read end of a pipe whose
+    write end only this process holds. Everything started while :meth:`mark` is active inherits the
+    environment variable ``CURATION_REAPED_BY=<pid>-<nonce>``. When the pipe reports end-of-file (this
+    process closed it: :meth:`close`, or ended, even by SIGKILL), the watcher SIGKILLs every process
+    whose environment carries that value, until none is left, then ends. Linux only (``/proc``);
+    elsewhere a no-op.
+    """
+
+    def __init__(self) -> None:
+        import subprocess
+        import uuid
+
+        self.value = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self._write: int | None = None
+        self.process: Any = None
+        if not sys.platform.startswith("linux"):
+            return
+        read, write = os.pipe()  # not inheritable (PEP 446): only the watcher's stdin holds the read end
+        try:
+            self.process = subprocess.Popen([sys.executable, "-c", _REAPER, REAPER_ENV, self.value], stdin=read,
+                                            start_new_session=True, close_fds=True)
+        finally:
+            os.close(read)
+        self._write = write
+
+    def mark(self) -> "_Marked":
+        return _Marked(self.value)
+
+    def close(self, wait: bool = True) -> None:
+        """End every marked process that is still running (the watcher does it), and the watcher."""
+        write, self._write = self._write, None
+        if write is not None:
+            os.close(write)
+        if wait and self.process is not None:
+            self.process.wait(timeout=60)
+
+
+class _Marked:
+    def __init__(self, value: str) -> None:
+        self.value = value
+        self._before: str | None = None
+
+    def __enter__(self) -> None:
+        self._before = os.environ.get(REAPER_ENV)
+        os.environ[REAPER_ENV] = self.value
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._before is None:
+            os.environ.pop(REAPER_ENV, None)
+        else:
+            os.environ[REAPER_ENV] = self._before

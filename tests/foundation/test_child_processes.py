@@ -54,6 +54,47 @@ def test_die_with_parent_kills_a_subprocess_when_its_parent_is_killed(tmp_path):
             _kill_all([int(pid_file.read_text())])
 
 
+def test_the_reaper_ends_what_was_started_under_its_mark_when_its_owner_is_killed(tmp_path):
+    """A process that is no child with a parent-death signal (a `sleep` in a session of its own, as Ray's
+    agents are to curate) but was started under the owner's Reaper mark ends once the owner is SIGKILLed;
+    one started outside the mark runs on."""
+    if not processes.supported():
+        pytest.skip("Linux only")
+    pids = tmp_path / "pids"
+    owner_code = (
+        "import subprocess, sys, threading\n"
+        "from curation.processes import Reaper\n"
+        "reaper = Reaper()\n"
+        "with reaper.mark():\n"
+        "    marked = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        "free = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        f"open({str(pids)!r}, 'w').write(f'{{marked.pid}} {{free.pid}} {{reaper.process.pid}}')\n"
+        "threading.Event().wait(120)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", owner_code])
+    marked = free = watcher = None
+    try:
+        marked, free, watcher = map(int, wait_for(lambda: pids.is_file() and pids.read_text(), 60, "pids",
+                                                  owner).split())
+        time.sleep(0.5)
+        assert _alive(marked) and _alive(watcher), "the marked process or the watcher ended before the owner"
+        owner.kill()
+        owner.wait()
+        wait_for(lambda: not _alive(marked), 10, "end of the marked process after its owner's SIGKILL")
+        wait_for(lambda: not _alive(watcher), 10, "end of the watcher")
+        assert _alive(free), "a process started outside the mark was ended"
+    finally:
+        owner.kill()
+        _kill_all([p for p in (marked, free) if p is not None])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 @pytest.mark.parametrize("stage, overrides, needle", [
     # scoring's isolated fastText trainer (a subprocess); the default reference raters are trained once
     # and shared, so the run trains on the (labelled) bundled corpus itself to have a trainer to kill
@@ -63,6 +104,9 @@ def test_die_with_parent_kills_a_subprocess_when_its_parent_is_killed(tmp_path):
     # a DataMask block process of selection (spawned by a ProcessPoolExecutor; with one block worker a
     # single block runs in curate itself, so two are asked for)
     ("selection", ["selection.block_workers=2"], "spawn_main"),
+    # a local Ray instance, killed during its start-up (once the raylet runs): its GCS server, raylet, agents
+    # and workers are not curate's children but end with it all the same (curation.processes.Reaper)
+    ("ray start-up", ["pipeline=ingest", "data.engine=ray"], "raylet"),
     # a sweep on Hydra's joblib launcher: its loky workers (one idle), and the trainer of a job in one
     ("joblib sweep", ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "pipeline=ingest+scoring",
                       "scoring.training.source=corpus"],

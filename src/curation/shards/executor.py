@@ -36,7 +36,7 @@ import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -334,15 +334,25 @@ def ray_session(engine: EngineConfig):
         import ray
     except ImportError as err:
         raise ImportError("engine=ray needs Ray: pip install -e '.[ray]'") from err
+    from curation.processes import Reaper
+
     started_here = False
-    if not ray.is_initialized():
-        ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        started_here = True
+    reaper = None
     try:
+        if not ray.is_initialized():
+            # A local instance's daemons (GCS, raylet, agents, workers) end with this process, however it
+            # ends, also when it is killed during Ray's start-up (curation.processes.Reaper).
+            reaper = Reaper() if engine.ray_address is None else None
+            with reaper.mark() if reaper is not None else nullcontext():
+                ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+            started_here = True
         yield ray
     finally:
         if started_here:
             ray.shutdown()
+        if reaper is not None:
+            reaper.close()
 
 
 def gpus_per_task(setting: float | str, cluster_resources: Mapping[str, float]) -> float:
