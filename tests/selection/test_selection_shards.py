@@ -164,6 +164,28 @@ def test_streaming_topk_and_random_equal_the_in_memory_selection(pruned, tmp_pat
     assert run.selected_documents.to_frame().equals(expected.selected_documents)
 
 
+@pytest.mark.parametrize("method", ["topk_quality", "random", "datamask", "greedy"])
+def test_a_token_budget_on_shards_lands_within_one_percent_and_every_document_carries_n_tokens(pruned, tmp_path,
+                                                                                              method):
+    from curation.data.tokens import count_tokens
+
+    documents, scores, embeddings = pruned
+    selection = {**DATAMASK, "checkpoint_every": 0} if method == "datamask" else {"method": method}
+    budget = {**BUDGET, "token_ratio": 0.1}
+    run = run_selection_shards(scores, embeddings, documents, selection, budget, 11, tmp_path / "w",
+                               in_process_blocks=True)
+    chosen = run.selected_documents.to_frame()
+    corpus_tokens = int(count_tokens(documents.to_frame()["text"].tolist()).sum())
+    assert run.metrics["budget_tokens"] == round(0.1 * corpus_tokens)
+    assert chosen["n_tokens"].tolist() == count_tokens(chosen["text"].tolist()).tolist()
+    assert abs(chosen["n_tokens"].sum() / run.metrics["budget_tokens"] - 1) <= 0.01
+    assert run.metrics["selected_tokens"] == chosen["n_tokens"].sum()
+    if method in ("topk_quality", "random"):  # the streaming pick is the in-memory one
+        frame, vectors, docs = _frames(documents, scores, embeddings)
+        expected = run_selection(frame, vectors, docs, selection, budget, 11)
+        pd.testing.assert_frame_equal(run.selected_ids, expected.selected_ids)
+
+
 def test_greedy_refuses_past_its_limit_and_runs_on_a_subsample_below_it(pruned, tmp_path):
     documents, scores, embeddings = pruned
     frame, vectors, docs = _frames(documents, scores, embeddings)

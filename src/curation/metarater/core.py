@@ -10,6 +10,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from curation.selection.corpus import top_fraction
+from curation.selection.tokens import prefix_to_tokens
 
 
 def dirichlet_weights(n: int, m: int, *, alpha: float = 1.0, seed: int = 0) -> np.ndarray:
@@ -78,10 +79,7 @@ def select_domain_budget(score: np.ndarray, categories: np.ndarray, lengths: np.
             have = float(cum[-1]) if len(cum) else 0.0
             raise ValueError(f"metarater.domain_proportions: category {name!r} holds {have:,.0f} tokens, less than its "
                              f"share {share:.3f} of the {budget_tokens:,.0f}-token budget; lower its share or keep_frac")
-        take = int(np.searchsorted(cum, target, side="right"))
-        if take < len(order) and (take == 0 or target - cum[take - 1] > cum[take] - target):
-            take += 1
-        chosen.append(order[:take])
+        chosen.append(order[:prefix_to_tokens(order, lengths, target)])
     return np.sort(np.concatenate(chosen)) if chosen else np.empty(0, dtype=np.int64)
 
 

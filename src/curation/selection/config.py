@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from curation.configuration import ConfigError, at_least, in_range, one_of, parse_dataclass
+from curation.configuration import ConfigError, at_least, check, in_range, one_of, parse_dataclass
 
 DIVERSITIES = ("pws", "fl", "fl_sum", "disf", "disf_block")
 # the diversity terms that read only unit vectors (DiSF's standardise the raw features)
@@ -375,9 +375,25 @@ class BudgetConfig:
     docs: Optional[int] = None  # an exact number of documents instead (overrides keep_ratio)
     ratio_of: str = "corpus"  # corpus (ingested, before pruning) | candidates (what the selection sees)
     candidates: Optional[int] = None  # select from a seeded random subset of this many pruned candidates
+    # A token budget instead of a document one (issue #38; curation.selection.tokens): the selected documents'
+    # reference-tokenizer tokens (curation.data.tokens) within 1% of it. Overrides keep_ratio / docs.
+    tokens: Optional[int] = None  # tokens to select (count)
+    token_ratio: Optional[float] = None  # or a share of the ingested corpus's tokens, in (0, 1)
+    domain_column: Optional[str] = None  # fixed domain proportions by this document column (e.g. source)
+    domain_proportions: Optional[dict[str, float]] = None  # domain -> share of the tokens (null = the pool's own)
 
     def __post_init__(self) -> None:
         in_range("keep_ratio", self.keep_ratio, 0, 1, low_open=True, high_open=True)
         at_least("docs", self.docs, 1, optional=True)
         one_of("ratio_of", self.ratio_of, RATIO_OF)
         at_least("candidates", self.candidates, 2, optional=True)
+        at_least("tokens", self.tokens, 1, optional=True)
+        in_range("token_ratio", self.token_ratio, 0, 1, low_open=True, high_open=True, optional=True)
+        check(self.tokens is None or self.token_ratio is None, "token_ratio", self.token_ratio,
+              "null when budget.tokens is set (keep one of the two)")
+        check(self.domain_proportions is None or self.domain_column is not None, "domain_proportions",
+              self.domain_proportions, "null unless budget.domain_column names the document column of the domains")
+        if self.domain_proportions is not None:
+            shares = [float(v) for v in self.domain_proportions.values()]
+            check(abs(sum(shares) - 1.0) < 1e-6 and min(shares) >= 0, "domain_proportions", self.domain_proportions,
+                  "non-negative shares that sum to 1")

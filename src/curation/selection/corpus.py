@@ -27,7 +27,8 @@ selection       selection           -       -               this run's ``selecte
 ``pool: raw`` draws from every ingested document (``scores``/``embeddings``),
 ``pool: pruned`` from the quality-pruned corpus (DATAMASK Sec. 4.3 prunes
 before its joint selection; the baselines select from the raw source).
-Every corpus keeps the same number of documents (the ``budget`` group), and
+Every corpus keeps the same budget (the ``budget`` group: documents, or with ``budget.tokens`` /
+``budget.token_ratio`` the same reference tokens within 1%, :mod:`curation.selection.tokens`), and
 the trainers spend the same number of tokens on each, as Table 2 does.
 """
 
@@ -123,25 +124,44 @@ def run_selection(pruned_scores: pd.DataFrame, pruned_embeddings: np.ndarray, do
                   progress: Optional[Callable[[int, int], None]] = None) -> SelectionRun:
     """Run ``selection.method`` (:func:`curation.selection.select`) on the candidate pool of the pruned
     corpus for the resolved budget; documents keep ``documents`` order."""
+    from curation.data.tokens import count_tokens
+
     method = selection["method"]
     pool = candidate_pool(len(pruned_scores), budget, seed)
     quality = pruned_scores["quality"].to_numpy(dtype="float64")[pool]
     embeddings = np.array(pruned_embeddings[pool], dtype="float32")  # a writable copy of the memory map
-    n_select = resolve_budget(budget, len(documents), len(pruned_scores), len(pool))
     config = {k: v for k, v in selection.items() if k != "method"}
+    tokens = resolve_token_budget(documents, budget, {"enabled": False})
     started = time.perf_counter()
-    result = select(method, quality=quality, embeddings=embeddings, budget=n_select, config=config,
-                    seed=seed, progress=progress)
+    if tokens is None:
+        n_select = resolve_budget(budget, len(documents), len(pruned_scores), len(pool))
+        result = select(method, quality=quality, embeddings=embeddings, budget=n_select, config=config,
+                        seed=seed, progress=progress)
+    else:
+        from curation.selection.tokens import select_tokens
+
+        pool_ids = pruned_scores["id"].astype(str).iloc[pool]
+        result = select_tokens(method, quality=quality, embeddings=embeddings,
+                               n_tokens=tokens.n_tokens.reindex(pool_ids).to_numpy(), budget_tokens=tokens.budget,
+                               config=config, seed=seed, progress=progress,
+                               groups=None if tokens.groups is None else tokens.groups.reindex(pool_ids).to_numpy(),
+                               proportions=tokens.proportions)
+        n_select = len(result.indices)
     seconds = time.perf_counter() - started
     ids = pruned_scores["id"].iloc[pool[result.indices]].reset_index(drop=True)
     selected_ids = pd.DataFrame({"id": ids, "quality": quality[result.indices]})
     selected_documents = documents[documents["id"].isin(set(ids))].reset_index(drop=True)
+    selected_documents["n_tokens"] = count_tokens(selected_documents["text"].tolist())
     history = result.history.copy()
     if not history.empty and "step" in history and "block" in history and history["block"].nunique() > 1:
         # MLflow wants one increasing step per series: number steps across blocks.
         history["step"] = np.arange(len(history))
     metrics = {"budget_docs": float(n_select), "candidates": float(len(quality)), "corpus_docs": float(len(documents)),
-               "pruned_candidates": float(len(pruned_scores)), "selection_seconds": seconds}
+               "pruned_candidates": float(len(pruned_scores)), "selection_seconds": seconds,
+               "selected_tokens": float(selected_documents["n_tokens"].sum())}
+    if tokens is not None:
+        metrics["budget_tokens"] = float(tokens.budget)
+        metrics["selected_token_error"] = metrics["selected_tokens"] / tokens.budget - 1.0
     metrics.update({f"info_{k}": float(v) for k, v in result.info.items()
                     if isinstance(v, (int, float)) and not isinstance(v, bool)})
     log.info("selected %d of %d candidates with %s in %.1fs", n_select, len(quality), method, seconds)
@@ -161,7 +181,7 @@ class ShardSelectionRun:
     metrics: dict[str, float]
 
 
-SELECTION_VERSION = "selection-shards-v2"  # v2: the exact DataMask sampler (issue #20)
+SELECTION_VERSION = "selection-shards-v3"  # v2: the exact DataMask sampler (issue #20); v3: n_tokens (#38)
 
 
 def selection_key(pruned_scores: Any, pruned_embeddings: Any, documents: Any, selection: Mapping[str, Any],
@@ -223,7 +243,12 @@ def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: 
         raise ValueError(f"pruned_scores.quality has {int((~np.isfinite(quality)).sum())} NaN/inf values")
     started = time.perf_counter()
     history, info = pd.DataFrame(), {}
-    if method == "datamask":
+    tokens = _shard_token_budget(documents, pruned_scores, pool, budget, work)
+    if tokens is not None:
+        positions, history, info = _select_shards_to_tokens(method, cfg, quality, pool, pruned_embeddings, tokens,
+                                                            seed, work, engine, in_process_blocks, progress)
+        n_select = len(positions)
+    elif method == "datamask":
         positions, history, info = run_datamask_blocks(quality, pool, pruned_embeddings, n_select, cfg, seed, work,
                                                        engine=engine, in_process=in_process_blocks,
                                                        progress=progress)
@@ -261,7 +286,11 @@ def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: 
     if not history.empty and "step" in history and "block" in history and history["block"].nunique() > 1:
         history["step"] = np.arange(len(history))  # MLflow wants one increasing step per series
     metrics = {"budget_docs": float(n_select), "candidates": float(len(pool)), "corpus_docs": float(len(documents)),
-               "pruned_candidates": float(n_candidates), "selection_seconds": seconds, "selection_cache_hit": 0.0}
+               "pruned_candidates": float(n_candidates), "selection_seconds": seconds, "selection_cache_hit": 0.0,
+               "selected_tokens": float(selected.manifest.stats.get("selected_tokens", float("nan")))}
+    if tokens is not None:
+        metrics["budget_tokens"] = float(tokens["budget"])
+        metrics["selected_token_error"] = metrics["selected_tokens"] / tokens["budget"] - 1.0
     metrics.update({f"info_{k}": float(v) for k, v in info.items()
                     if isinstance(v, (int, float)) and not isinstance(v, bool)})
     from curation.cache import atomic_write, atomic_write_text
@@ -271,6 +300,96 @@ def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: 
     atomic_write_text(done, json.dumps({"metrics": metrics}))
     log.info("selected %d of %d candidates with %s in %.1fs (sharded)", n_select, len(pool), method, seconds)
     return ShardSelectionRun(selected_ids, ShardedDataset(work / "selected_documents", keep=True), history, metrics)
+
+
+def _shard_token_budget(documents: Any, pruned_scores: Any, pool: np.ndarray, budget: Mapping[str, Any],
+                        work: Any) -> Optional[dict[str, Any]]:
+    """With ``budget.tokens`` / ``budget.token_ratio``: the budget in tokens, each pool candidate's
+    ``n_tokens`` and (``budget.domain_column``) its domain, read shard by shard from ``documents``
+    (counts kept in ``work/document_tokens.parquet``, so a resumed run does not count again)."""
+    from pathlib import Path
+
+    from curation.selection.sharded import read_ids
+    from curation.selection.tokens import token_budget
+
+    if budget.get("tokens") is None and budget.get("token_ratio") is None:
+        return None
+    column = budget.get("domain_column")
+    path = Path(work) / "document_tokens.parquet"
+    if path.is_file():
+        table = pd.read_parquet(path)
+    else:
+        from curation.cache import atomic_write
+        from curation.data.tokens import count_tokens
+
+        parts = []
+        for name in documents.names:
+            frame = documents.read(name)
+            if column is not None and column not in frame.columns:
+                raise KeyError(f"budget.domain_column={column!r}: the documents have no such column (have "
+                               f"{[c for c in frame.columns if c != 'text']}); set it to null for one domain")
+            part = pd.DataFrame({"id": frame["id"].astype(str).to_numpy(),
+                                 "n_tokens": count_tokens(frame["text"].tolist())})
+            if column is not None:
+                part["domain"] = frame[column].astype("string").fillna("unknown").to_numpy()
+            parts.append(part)
+        table = pd.concat(parts, ignore_index=True)
+        Path(work).mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda p: table.to_parquet(p, index=False))
+    table = table.set_index("id")
+    ids = np.concatenate([v.astype(str) for v in read_ids(pruned_scores, pool).values()])
+    return {"budget": int(token_budget(budget, float(table["n_tokens"].sum()))),
+            "n_tokens": table["n_tokens"].reindex(ids).to_numpy(dtype="float64"),
+            "groups": table["domain"].reindex(ids).to_numpy() if column is not None else None,
+            "proportions": budget.get("domain_proportions")}
+
+
+def _select_shards_to_tokens(method: str, cfg: Any, quality: np.ndarray, pool: np.ndarray, pruned_embeddings: Any,
+                             tokens: dict[str, Any], seed: int, work: Any, engine: Any, in_process: Optional[bool],
+                             progress: Optional[Callable[[int, int], None]]) -> tuple[np.ndarray, pd.DataFrame, dict]:
+    """:func:`run_selection_shards`' pick to a token budget (:mod:`curation.selection.tokens`): global
+    positions, history, info. DataMask runs its blocks at each solved size S (``work/tokens-S<S>``, each
+    resumable); the ordered methods read only quality and ``n_tokens``; the rest, and any pick with fixed
+    domain proportions, gather the pool's embeddings (refused past ``selection.max_items``)."""
+    from pathlib import Path
+
+    from curation.selection.sharded import check_scale, gather_rows, run_datamask_blocks
+    from curation.selection.tokens import ORDERED, fit_to_tokens, select_tokens
+
+    n_tokens, budget_tokens = tokens["n_tokens"], float(tokens["budget"])
+    if np.isnan(n_tokens).any():
+        raise ValueError(f"selection: {int(np.isnan(n_tokens).sum())} candidates are not in documents: the pruned "
+                         "corpus is stale; re-make it with `curate pipeline=scoring+pruning`")
+    if method == "datamask" and tokens["groups"] is None:
+        from curation.selection.tokens import _check_tokens
+
+        _check_tokens(n_tokens, len(pool), budget_tokens)
+        histories: dict[int, tuple[pd.DataFrame, dict]] = {}
+
+        def run(size: int) -> np.ndarray:
+            positions, history, info = run_datamask_blocks(quality, pool, pruned_embeddings, size, cfg, seed,
+                                                           Path(work) / f"tokens-S{size}", engine=engine,
+                                                           in_process=in_process, progress=progress)
+            histories[size] = (history, info)
+            return np.searchsorted(pool, positions)
+
+        local, extra = fit_to_tokens(run, n_tokens, budget_tokens, quality=quality)
+        history, info = histories[int(extra["token_solved_size"])]
+        info = {**{k: v for k, v in info.items() if k != "blocks"}, **extra}
+    elif method in ORDERED and tokens["groups"] is None:
+        result = select_tokens(method, quality=quality, embeddings=np.zeros((len(pool), 1), dtype="float32"),
+                               n_tokens=n_tokens, budget_tokens=budget_tokens, config=cfg, seed=seed)
+        local, history, info = result.indices, result.history, result.info
+    else:
+        check_scale(method, len(pool), getattr(cfg, "max_items", None))
+        embeddings = gather_rows(pruned_embeddings, pool)
+        result = select_tokens(method, quality=quality, embeddings=embeddings, n_tokens=n_tokens,
+                               budget_tokens=budget_tokens, config=cfg, seed=seed, groups=tokens["groups"],
+                               proportions=tokens["proportions"], progress=progress)
+        del embeddings
+        local, history, info = result.indices, result.history, result.info
+    info = {k: v for k, v in info.items() if k not in ("config",)}
+    return pool[np.asarray(local, dtype=np.int64)], history, info
 
 
 # --- named corpus recipes ---
@@ -306,8 +425,11 @@ def select_corpus(
     pruned_embeddings: np.ndarray,
     n_select: int,
     seed: int,
+    tokens: Optional[TokenBudget] = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """Ids of the ``n_select`` documents of corpus ``spec`` and the selection's info.
+    """Ids of the ``n_select`` documents of corpus ``spec`` (or, with ``tokens``, of the documents holding
+    ``tokens.budget`` tokens within 1%: :func:`curation.selection.tokens.select_tokens`) and the
+    selection's info.
 
     scores/embeddings: one row per ingested document (aligned); pruned_*: the
     pruned corpus (aligned). Raises ``KeyError`` naming a missing score column
@@ -321,12 +443,74 @@ def select_corpus(
     quality = table[spec.score].to_numpy(dtype="float64")
     if np.isnan(quality).any():
         raise ValueError(f"score column {spec.score!r} has {int(np.isnan(quality).sum())} NaN values")
-    result = select(spec.method, quality=quality, embeddings=np.asarray(emb, dtype="float32"), budget=n_select,
-                    config=spec.config, seed=seed)
+    if tokens is None:
+        result = select(spec.method, quality=quality, embeddings=np.asarray(emb, dtype="float32"), budget=n_select,
+                        config=spec.config, seed=seed)
+    else:
+        from curation.selection.tokens import select_tokens
+
+        ids_all = table["id"].astype(str)
+        result = select_tokens(spec.method, quality=quality, embeddings=np.asarray(emb, dtype="float32"),
+                               n_tokens=tokens.n_tokens.reindex(ids_all).to_numpy(), budget_tokens=tokens.budget,
+                               config=spec.config, seed=seed,
+                               groups=None if tokens.groups is None else tokens.groups.reindex(ids_all).to_numpy(),
+                               proportions=tokens.proportions)
     ids = table["id"].to_numpy()[result.indices]
     info = {"n_pool": len(table), "score_mean": float(quality[result.indices].mean()),
             "selection_seconds": float(result.info["wall_time_s"])}
+    info.update({k: float(result.info[k]) for k in ("token_solve_runs", "token_trimmed_docs", "token_error")
+                 if k in result.info})
     return ids, info
+
+
+@dataclass
+class TokenBudget:
+    """A token budget on the ingested documents: ``budget`` tokens, each document's ``n_tokens`` (indexed
+    by id), and optional fixed domain proportions (``groups``: id -> domain; ``proportions``)."""
+
+    budget: int
+    n_tokens: pd.Series
+    groups: Optional[pd.Series] = None
+    proportions: Optional[dict[str, float]] = None
+
+    def key(self) -> list[Any]:
+        """What a cached pick depends on besides the pool and the recipe."""
+        return [self.budget, array_digest(self.n_tokens.to_numpy()),
+                None if self.groups is None else frame_fingerprint(self.groups.to_frame("g").reset_index(), ["g"]),
+                self.proportions]
+
+
+def document_tokens(documents: pd.DataFrame, cache: Mapping[str, Any]) -> pd.Series:
+    """``n_tokens`` of every ingested document (reference tokenizer, :mod:`curation.data.tokens`), indexed
+    by id; cached by the documents' ids and texts."""
+    from curation.data.tokens import count_tokens
+
+    key = config_key("ntokens-v1", frame_fingerprint(documents, ["id", "text"]))
+    frame = result_cache(cache).frame("ntokens", key, lambda: pd.DataFrame(
+        {"id": documents["id"].astype(str).to_numpy(), "n_tokens": count_tokens(documents["text"].tolist())}))
+    return frame.set_index("id")["n_tokens"]
+
+
+def resolve_token_budget(documents: pd.DataFrame, budget: Mapping[str, Any],
+                         cache: Mapping[str, Any]) -> Optional[TokenBudget]:
+    """The :class:`TokenBudget` of ``budget`` (``tokens`` or ``token_ratio`` of the ingested documents'
+    tokens; ``domain_column`` / ``domain_proportions``), or None for a document budget."""
+    from curation.selection.tokens import token_budget
+
+    if budget.get("tokens") is None and budget.get("token_ratio") is None:
+        return None
+    n_tokens = document_tokens(documents, cache)
+    wanted = token_budget(budget, float(n_tokens.sum()))
+    groups = None
+    column = budget.get("domain_column")
+    if column is not None:
+        if column not in documents.columns:
+            raise KeyError(f"budget.domain_column={column!r}: the documents have no such column (have "
+                           f"{[c for c in documents.columns if c != 'text']}); set it to null for one domain")
+        groups = pd.Series(documents[column].astype("string").fillna("unknown").to_numpy(),
+                           index=documents["id"].astype(str))
+    proportions = budget.get("domain_proportions")
+    return TokenBudget(int(wanted), n_tokens, groups, dict(proportions) if proportions is not None else None)
 
 
 def corpus_documents(
@@ -340,27 +524,41 @@ def corpus_documents(
     seed: int,
     cache: Mapping[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, float]]:
-    """The documents of one named corpus (:func:`select_corpus` for the resolved budget, cached by content),
-    in ``documents`` order, with ``corpus_docs``, ``corpus_chars``, ``corpus_score_mean`` and
-    ``corpus_cache_hit``."""
-    n_select = resolve_budget(budget, len(documents), len(scores) if corpus.pool == "raw" else len(pruned_scores))
+    """The documents of one named corpus (:func:`select_corpus` for the resolved budget, documents or tokens,
+    cached by content), in ``documents`` order with an ``n_tokens`` column, and ``corpus_docs``,
+    ``corpus_chars``, ``corpus_tokens``, ``corpus_score_mean`` and ``corpus_cache_hit`` (with a token budget
+    also ``budget_tokens`` and ``corpus_token_error``)."""
+    tokens = resolve_token_budget(documents, budget, cache)
     table = scores if corpus.pool == "raw" else pruned_scores
-    key = config_key("corpus-v1", dataclasses.asdict(corpus), n_select, seed,
-                     frame_fingerprint(table, ["id", corpus.score] if corpus.score in table else ["id"]),
-                     array_digest(embeddings if corpus.pool == "raw" else pruned_embeddings))
+    if tokens is None:
+        n_select = resolve_budget(budget, len(documents), len(table))
+        key = config_key("corpus-v1", dataclasses.asdict(corpus), n_select, seed,
+                         frame_fingerprint(table, ["id", corpus.score] if corpus.score in table else ["id"]),
+                         array_digest(embeddings if corpus.pool == "raw" else pruned_embeddings))
+    else:
+        n_select = 0
+        key = config_key("corpus-tokens-v1", dataclasses.asdict(corpus), tokens.key(), seed,
+                         frame_fingerprint(table, ["id", corpus.score] if corpus.score in table else ["id"]),
+                         array_digest(embeddings if corpus.pool == "raw" else pruned_embeddings))
     store = result_cache(cache)
     info: dict[str, Any] = {}
 
     def compute() -> pd.DataFrame:
         ids, more = select_corpus(corpus, scores=scores, embeddings=embeddings, pruned_scores=pruned_scores,
-                                  pruned_embeddings=pruned_embeddings, n_select=n_select, seed=seed)
+                                  pruned_embeddings=pruned_embeddings, n_select=n_select, seed=seed, tokens=tokens)
         info.update(more)
         return pd.DataFrame({"id": ids})
 
     ids = store.frame("corpus", key, compute)["id"]
     chosen = documents[documents["id"].isin(set(ids))].reset_index(drop=True)
+    n_tokens = (tokens.n_tokens if tokens is not None else document_tokens(documents, cache))
+    chosen["n_tokens"] = n_tokens.reindex(chosen["id"].astype(str)).to_numpy()
     metrics = {"corpus_docs": float(len(chosen)), "corpus_chars": float(chosen["text"].str.len().sum()),
+               "corpus_tokens": float(chosen["n_tokens"].sum()),
                "corpus_pool": float(len(table)), "corpus_cache_hit": float(store.hits)}
+    if tokens is not None:
+        metrics["budget_tokens"] = float(tokens.budget)
+        metrics["corpus_token_error"] = metrics["corpus_tokens"] / tokens.budget - 1.0
     if corpus.score in table:
         metrics["corpus_score_mean"] = float(table.loc[table["id"].isin(set(ids)), corpus.score].mean())
     if "selection_seconds" in info:  # computed now, not loaded

@@ -402,7 +402,11 @@ def _select_shard(loaded: tuple[pd.DataFrame, np.ndarray], name: str) -> ShardRe
             f"selection: {len(missing)} selected ids of shard {name} are not in documents shard {name}, e.g. "
             f"{missing[:3]}: the pruned corpus was made from other documents (re-ingested since?). Re-make it with "
             f"`curate pipeline=scoring+pruning`.")
-    return ShardResult({"selected_documents": chosen}, {"selected": len(chosen), "documents": len(frame)})
+    from curation.data.tokens import count_tokens
+
+    chosen["n_tokens"] = count_tokens(chosen["text"].tolist())  # reference tokens (curation.data.tokens)
+    return ShardResult({"selected_documents": chosen}, {"selected": len(chosen), "documents": len(frame),
+                                                        "selected_tokens": int(chosen["n_tokens"].sum())})
 
 
 def write_selected_documents(documents: ShardedDataset, ids_by_shard: Mapping[str, np.ndarray], work: str | Path,

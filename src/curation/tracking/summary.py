@@ -25,7 +25,7 @@ DIVERSITY_KEYS = {
 NOTE_TAG = "mlflow.note.content"
 _HANDLED = {"ingest_metrics", "document_stats_metrics", "embedding_metrics", "scoring_metrics",
             "pruning_metrics", "selection_run_metrics", "selection_metrics", "metarater_data_metrics",
-            "metarater_regression_metrics"}
+            "metarater_regression_metrics", "decide_run_metrics", "decide_metrics"}
 
 
 @dataclass
@@ -201,6 +201,12 @@ def _selection(run: dict[str, float], diag: dict[str, float], selection: Mapping
                                          f" in {_num(run.get('selection_seconds'), 2)} s"
                                          + (" (from cache: the time of the run that made it)"
                                             if run.get("selection_cache_hit") else "")))
+        if run.get("selected_tokens") is not None and math.isfinite(run["selected_tokens"]):
+            tokens = f"{_num(run['selected_tokens'])} (reference tokenizer)"
+            if run.get("budget_tokens") is not None:
+                tokens += (f", budget {_num(run['budget_tokens'])} "
+                           f"({100 * run.get('selected_token_error', 0.0):+.2f}%)")
+            section.rows.append(("tokens", tokens))
     if diag:
         measure = str(selection.get("diversity") or "pws")
         key, direction = DIVERSITY_KEYS.get(measure, ("pairwise_similarity", "higher = more diverse"))
@@ -223,6 +229,31 @@ def _selection(run: dict[str, float], diag: dict[str, float], selection: Mapping
         section.rows.append(("note", f"entropy of softmax(L) {_num(run.get('info_final_entropy_min'))} nats at the "
                                      f"end; the returned mask is within "
                                      f"{100 * run.get('info_returned_shortfall_max', 0.0):.1f}% of the best top-S"))
+    return section
+
+
+def _decide(run: dict[str, float], report: dict[str, float], record: RunRecord) -> Section:
+    """``experiment=decide`` (issue #38): the cells, the equal budget, and the recommendation's first line."""
+    section = Section("decide")
+    section.rows.append(("cells", f"{_num(run.get('decide_cells'))} ({_num(run.get('decide_candidates'))} candidates x "
+                                  f"{_num(run.get('decide_sizes'))} sizes x seeds) in "
+                                  f"{_num(run.get('decide_seconds'), 1)} s"))
+    section.rows.append(("budget", f"{_num(run.get('decide_budget_tokens'))} reference tokens per candidate; "
+                                   f"at most {_num(run.get('decide_max_epochs'))} epochs of any candidate"))
+    if report:
+        section.rows.append(("decided", f"{_num(report.get('decide_decided_pairs'))} of "
+                                        f"{_num(report.get('decide_pairs'))} (size, pair, metric) comparisons"))
+    path = record.outputs.get("decide_recommendation_markdown")
+    if path:
+        from curation.paths import project_root
+
+        file = Path(path) if Path(path).is_absolute() else project_root() / path
+        line = next((x for x in file.read_text().splitlines() if x.startswith("**Recommendation")), "") \
+            if file.is_file() else ""
+        if line:
+            section.rows.append(("recommendation", line.replace("**", "").replace("`", "")))
+        section.rows.append(("written", f"{Path(path).parent}/: recommendation.md, decisions.csv (mean_diff, se, p, "
+                                        "decided), decisions.png, item_vs_seed.csv"))
     return section
 
 
@@ -298,6 +329,8 @@ def build_sections(record: RunRecord) -> list[Section]:
     if "metarater_data_metrics" in m or "metarater_regression_metrics" in m:
         sections.append(_metarater(m.get("metarater_data_metrics", {}), m.get("metarater_regression_metrics", {}),
                                    params))
+    if "decide_run_metrics" in m:
+        sections.append(_decide(m["decide_run_metrics"], m.get("decide_metrics", {}), record))
     for name, values in m.items():
         if name not in _HANDLED and values:
             sections.append(_other(name, values))
