@@ -44,6 +44,9 @@ class TaskResult:
     n_items: int  # items scored
     n_total: int  # items in the shipped split
     seconds: float
+    # per-item values of ITEM_METRICS (item order = the seeded subsample's): what an item-sampling error
+    # of a difference between two models on the same items is computed from (curation.evaluation.items)
+    items: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def primary(self) -> float:
@@ -77,6 +80,10 @@ class EvalReport:
                 flat[metric] = float(np.mean([r.metrics[metric] for r in ref]))
         return flat
 
+    def item_values(self) -> dict[str, dict[str, list[float]]]:
+        """task -> metric -> per-item values (:attr:`TaskResult.items`)."""
+        return {name: r.items for name, r in self.tasks.items() if r.items}
+
     def rows(self) -> list[dict[str, Any]]:
         """One row per configured task (evaluated or not), for a table."""
         rows = [
@@ -91,16 +98,20 @@ class EvalReport:
 
 def evaluate_task(scorer: LMScorer, task: Task, max_new_tokens: int = 16, reference_loss: bool = True) -> TaskResult:
     t0 = time.perf_counter()
+    items: dict[str, list[float]] = {}
     if task.spec.kind == "multiple_choice":
         rows: list[dict[str, float]] = []
         metrics = score_multiple_choice(scorer, task.items, per_item=rows)
         for key in SE_METRICS:  # standard error of the mean over items (sample sd / sqrt(n))
             values = np.array([r[key] for r in rows], dtype=float)
             metrics[f"{key}_se"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
+        items.update({key: [float(r[key]) for r in rows] for key in ITEM_METRICS if rows and key in rows[0]})
     else:
         metrics = score_generation(scorer, task.items, max_new_tokens)
     if reference_loss:
-        metrics.update(gold_text_loss(scorer, task.items))
+        ref_rows: list[dict[str, float]] = []
+        metrics.update(gold_text_loss(scorer, task.items, per_item=ref_rows))
+        items.update({key: [r[key] for r in ref_rows] for key in ("ref_bits", "ref_bytes")})
     return TaskResult(
         name=task.name,
         ability=task.spec.ability,
@@ -110,12 +121,15 @@ def evaluate_task(scorer: LMScorer, task: Task, max_new_tokens: int = 16, refere
         n_items=len(task.items),
         n_total=task.n_total,
         seconds=time.perf_counter() - t0,
+        items=items,
     )
 
 
 # Metrics whose item-level standard error is reported beside them (``<task>_<metric>_se``).
 SE_METRICS = ("acc", "acc_norm", "correct_prob_per_char", "norm_correct_prob_per_char", "margin_per_char",
               "correct_logprob_per_char")
+# Metrics whose per-item values the report keeps (TaskResult.items), with ref_bits / ref_bytes.
+ITEM_METRICS = SE_METRICS
 
 
 def summarize(results: dict[str, TaskResult]) -> tuple[dict[str, float], float]:

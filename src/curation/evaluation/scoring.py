@@ -279,7 +279,8 @@ def score_multiple_choice(scorer: LMScorer, items: Sequence[MultipleChoiceItem],
     return {key: value / n for key, value in totals.items()}
 
 
-def gold_text_loss(scorer: LMScorer, items: Sequence[MultipleChoiceItem | GenerationItem]) -> dict[str, float]:
+def gold_text_loss(scorer: LMScorer, items: Sequence[MultipleChoiceItem | GenerationItem],
+                   per_item: Optional[list] = None) -> dict[str, float]:
     """Held-out loss on a task's gold text: each item's prompt followed by its correct answer.
 
     The texts come from the evaluation package, so they are never a selection candidate nor a rater's
@@ -295,9 +296,19 @@ def gold_text_loss(scorer: LMScorer, items: Sequence[MultipleChoiceItem | Genera
             texts.append(f"{item.prompt} {item.answers[0]}" if item.answers else item.prompt)
     lls = scorer.loglikelihood_rolling(texts)
     tokens = sum(len(scorer.encode(t)) for t in texts)
-    n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    item_bytes = np.array([len(t.encode("utf-8")) for t in texts], dtype=float)
+    n_bytes = float(item_bytes.sum())
     nats = -float(sum(lls))
-    return {"ref_nats_per_token": nats / max(tokens, 1), "ref_bits_per_byte": nats / np.log(2) / max(n_bytes, 1)}
+    bpb = nats / np.log(2) / max(n_bytes, 1)
+    out = {"ref_nats_per_token": nats / max(tokens, 1), "ref_bits_per_byte": bpb}
+    if len(texts) > 1:
+        # a ratio of sums: its standard error over items by the delta method, from each item's residual
+        # bits - bpb x bytes (the item-sampling error of the reference loss, issue #38)
+        z = (-np.asarray(lls, dtype=float) / np.log(2) - bpb * item_bytes) / item_bytes.mean()
+        out["ref_bits_per_byte_se"] = float(z.std(ddof=1) / np.sqrt(len(z)))
+    if per_item is not None:
+        per_item.extend({"ref_bits": -float(ll) / np.log(2), "ref_bytes": float(b)} for ll, b in zip(lls, item_bytes))
+    return out
 
 
 def score_generation(
