@@ -175,11 +175,18 @@ def _parse_table2(node: Mapping[str, Any]) -> dict[str, Any]:
     return corpora
 
 
+def _parse_decide(node: Mapping[str, Any]) -> Any:
+    from curation.reporting.decide import parse_decide
+
+    return parse_decide(node)
+
+
 GROUPS = ("data", "tracking", "run", "report", "embedding", "scoring", "pruning", "budget", "selection",
           "pretrain", "eval", "verification", "metarater")
 EXTRA_BLOCKS: dict[str, Callable[[Any], Any]] = {
     "cache": lambda node: parse_dataclass(CacheConfig, node, path="cache"),
     "table2": _parse_table2,
+    "decide": _parse_decide,
 }
 
 

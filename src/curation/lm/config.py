@@ -192,6 +192,13 @@ PRESETS: dict[str, PretrainConfig] = {
         model=_tiny_model(num_experts=10, moe_top_k=1, moe_d_ff=512),
         train=TrainConfig(),
     ),
+    # ~4x the tiny model (12.6M parameters, 9.4M without the tied embedding, ~3.9x its FLOPs per token): the
+    # second size of `experiment=decide` (decide.sizes=[tiny,small]), trained on the same tokens
+    "small": PretrainConfig(
+        name="small",
+        model=_tiny_model(n_layer=6, d_model=384, n_head=6, n_kv_head=2, d_ff=1024),
+        train=TrainConfig(),
+    ),
     "proxy_quick": PretrainConfig(
         name="proxy_quick",
         model=ModelConfig(vocab_size=8192, max_seq_len=128, n_layer=2, d_model=128, n_head=4, n_kv_head=2, d_ff=384),

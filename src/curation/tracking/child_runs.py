@@ -50,3 +50,28 @@ class ChildRuns:
         if result.get("error"):
             self.client.set_tag(run.info.run_id, "curation.metarater.error", str(result["error"])[:5000])
         self.client.set_terminated(run.info.run_id, status="FAILED" if result.get("status") == "failed" else "FINISHED")
+
+
+class CellRuns:
+    """One MLflow child run per finished cell of a job (``curate experiment=decide``: a candidate, model
+    size and seed), under the Kedro hook's active run; a no-op without one."""
+
+    def __init__(self, kind: str) -> None:
+        import mlflow
+
+        self.kind = kind
+        self.parent = mlflow.active_run()
+        self.client = mlflow.MlflowClient() if self.parent is not None else None
+
+    def __call__(self, name: str, params: dict[str, Any], metrics: dict[str, float]) -> None:
+        if self.parent is None:
+            return
+        from mlflow.entities import Metric, Param
+
+        run = self.client.create_run(self.parent.info.experiment_id, run_name=name,
+                                     tags={"mlflow.parentRunId": self.parent.info.run_id, "curation.cell": self.kind})
+        now = int(time.time() * 1000)
+        self.client.log_batch(run.info.run_id,
+                              metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if np.isfinite(float(v))],
+                              params=[Param(k, str(v)[:MAX_PARAM_VALUE]) for k, v in params.items()])
+        self.client.set_terminated(run.info.run_id, status="FINISHED")

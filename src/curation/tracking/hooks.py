@@ -7,6 +7,7 @@ What a run gets, by the name of a node output:
 ``*_plot``     matplotlib Figure -> ``plots/<name>.png`` artifact
 ``*_plots``    dict of name -> Figure -> ``plots/<name>/<key>.png`` artifacts
 ``*_table``    DataFrame -> ``tables/<name>.csv`` artifact
+``*_markdown`` str -> ``reports/<name>.md`` artifact
 
 Params: the whole composed config, flattened (``data.max_docs``). The run is
 named after what ran (:mod:`curation.tracking.naming`); the corpus and each
@@ -276,6 +277,8 @@ class MlflowTrackingHook:
                         client.log_figure(self._run_id, figure, f"plots/{base}/{key}.png")
             elif base.endswith("_table") and hasattr(value, "to_csv"):
                 client.log_text(self._run_id, value.to_csv(index=False), f"tables/{base}.csv")
+            elif base.endswith("_markdown") and isinstance(value, str):
+                client.log_text(self._run_id, value, f"reports/{base}.md")
 
     def _png_file(self, name: str) -> Path | None:
         """The local PNG file the catalog saves output ``name`` to, if it is one."""

@@ -1,0 +1,3 @@
+from curation.pipelines.decide.pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

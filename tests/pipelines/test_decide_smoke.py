@@ -1,0 +1,80 @@
+"""``curate experiment=decide_smoke data.path=<plain id + text parquet>`` (issue #38): the whole decide job
+on a user's corpus that has only ``id`` and ``text``, in a fresh project.
+
+300 bundled documents written as a plain parquet; 3 candidates at one token budget, 2 seeds of a 1-layer
+model, 2 tasks x 16 items. Checked: every candidate holds the same reference tokens within 1% and no
+cell repeats a document; the decisions table has mean_diff / se / p / decided for every pair and metric
+(the se recomputed from the cells); the recommendation names a candidate and the scale; MLflow has one
+child run per cell under the job's run; a second run loads every cell from the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.conftest import CORPUS_SHARDS
+
+BIN = Path(sys.executable).parent
+NS = "decide_smoke"
+
+
+def _curate(project: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CURATION_PROJECT_ROOT": str(project), "KEDRO_DISABLE_TELEMETRY": "true", "COLUMNS": "160"}
+    done = subprocess.run([str(BIN / "curate"), *overrides], cwd=project, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+@pytest.mark.slow
+def test_decide_smoke_on_a_plain_corpus_writes_decisions_and_a_recommendation(project):
+    rows = pd.read_parquet(CORPUS_SHARDS[2], columns=["id", "text"]).head(400)
+    path = project / "plain.parquet"
+    rows.to_parquet(path, index=False)
+    first = _curate(project, "experiment=decide_smoke", f"data.path={path}", f"run.namespace={NS}")
+    report = project / "data" / "08_reporting" / NS
+    cells = pd.read_csv(project / "data" / "07_model_output" / NS / "decide_cells.csv")
+    assert len(cells) == 3 * 2 and set(cells["candidate"]) == {"random", "topk_quality", "datamask"}
+    budget = cells["budget_tokens"].iloc[0]
+    assert (abs(cells["corpus_tokens"] / budget - 1) <= 0.01).all()  # the same tokens for every candidate
+    assert (cells["epochs"] <= 1).all() and cells["train_tokens"].nunique() == 1
+    table = pd.read_csv(report / "decisions.csv")
+    assert {"size", "corpus_a", "corpus_b", "metric", "mean_diff", "se", "p", "decided"} <= set(table.columns)
+    pairs = {frozenset(p) for p in combinations(["random", "topk_quality", "datamask"], 2)}
+    assert {frozenset((a, b)) for a, b in zip(table["corpus_a"], table["corpus_b"])} == pairs
+    row = table[table["metric"] == "mc_correct_prob_per_char"].iloc[0]
+    a = cells[cells["candidate"] == row["corpus_a"]].set_index("seed")["mc_correct_prob_per_char"]
+    b = cells[cells["candidate"] == row["corpus_b"]].set_index("seed")["mc_correct_prob_per_char"]
+    d = a - b.loc[a.index]
+    assert row["mean_diff"] == pytest.approx(d.mean(), rel=1e-6)
+    assert row["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(len(d)), rel=1e-6)
+    text = (report / "recommendation.md").read_text()
+    assert "**Recommendation: `" in text and "reference tokens per candidate" in text
+    assert (report / "decisions.png").stat().st_size > 0 and (report / "item_vs_seed.csv").is_file()
+    assert "recommendation" in first.stdout and "decided" in first.stdout
+
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{project}/mlruns/mlflow.db")
+    experiment = client.get_experiment_by_name("decide_smoke")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert len(parents) == 1 and len(children) == 6
+    assert {c.data.params["candidate"] for c in children} == {"random", "topk_quality", "datamask"}
+    artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id, "tables")}
+    assert "tables/decisions_table.csv" in artifacts
+
+    again = _curate(project, "experiment=decide_smoke", f"data.path={path}", f"run.namespace={NS}")
+    cells_again = pd.read_csv(project / "data" / "07_model_output" / NS / "decide_cells.csv")
+    assert (cells_again["pretrain_cache_hit"] == 1).all() and (cells_again["eval_cache_hit"] == 1).all()
+    pd.testing.assert_series_equal(cells_again["mc_correct_prob_per_char"], cells["mc_correct_prob_per_char"])
+    assert "[decide] cell 6/6" in again.stdout
