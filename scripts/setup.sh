@@ -49,12 +49,7 @@ fi
 # embedding and scale; the bundled corpus's files; the code that builds them), or a folder it built is gone.
 # Each artifact is named by the digest of its exact inputs, so a check after an unrelated change finds them.
 prebuilt=.venv/.curation-prebuilt
-prebuilt_want=$( { echo "$want"; cat conf/config.yaml;
-                   find conf/scoring conf/embedding conf/scale -name '*.yaml' | LC_ALL=C sort | xargs cat;
-                   find data/01_raw/corpus/ -type f -printf '%P %s\n' 2>/dev/null | LC_ALL=C sort;
-                   cat src/curation/embedding/static.py src/curation/scoring/reference.py \
-                       src/curation/scoring/training_sets.py src/curation/scoring/fasttext_rater.py \
-                       src/curation/scoring/embedding_raters.py src/curation/scoring/dsir.py; } | sha256sum | cut -d' ' -f1)
+prebuilt_want=$(bash scripts/prebuilt_stamp.sh "$want")
 fresh=0
 if [ "$(head -n 1 "$prebuilt" 2>/dev/null)" = "$prebuilt_want" ]; then
   fresh=1
