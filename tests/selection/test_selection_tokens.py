@@ -146,3 +146,21 @@ def test_budget_config_refuses_tokens_and_ratio_together():
         BudgetConfig(token_ratio=0.1, domain_proportions={"web": 1.0})
     with pytest.raises(ConfigError, match="sum to 1"):
         BudgetConfig(token_ratio=0.1, domain_column="source", domain_proportions={"web": 0.5})
+
+
+def test_datamask_under_a_token_budget_stops_its_final_draw_at_the_budget(pool):
+    from curation.selection.api import select
+
+    quality, embeddings, n_tokens = pool
+    cfg = METHODS["datamask"]
+    drawn = select("datamask", quality=quality, embeddings=embeddings, budget=30, config=cfg, seed=2, full_order=True)
+    assert sorted(drawn.info["order"][:30]) == drawn.indices.tolist()  # the mask is the draw's first S items
+    assert sorted(drawn.info["order"]) == list(range(len(quality)))  # the draw runs through every item
+    plain = select("datamask", quality=quality, embeddings=embeddings, budget=30, config=cfg, seed=2)
+    assert plain.indices.tolist() == drawn.indices.tolist()  # asking for the order changes nothing else
+    budget = int(0.3 * n_tokens.sum())
+    result = select_tokens("datamask", quality=quality, embeddings=embeddings, n_tokens=n_tokens,
+                           budget_tokens=budget, config=cfg, seed=2)
+    assert result.info["token_solve_runs"] == 2 and result.info["token_pilot_size"] == round(budget / n_tokens.mean())
+    # the full run trains masks of the pilot's size; its draw, stopped at the budget, keeps about that many
+    assert abs(len(result.indices) - result.info["token_solved_size"]) <= 0.25 * result.info["token_solved_size"]

@@ -163,6 +163,12 @@ def report_decisions(decide_cells: pd.DataFrame, decide_items: dict, decide: dic
             text += (f"| {r['size']} | {r['metric']} | {r['seed_sd_diff']:.3g} | {r['item_se_diff']:.3g} | "
                      f"{'yes' if r['enough'] else 'no'} | {r['items_needed']} |\n")
     shown = table[table["size"] == size].rename(columns={"p": "p_value"})
+    if cfg.paper == "table2":
+        from curation.reporting.table2 import paper_verdict
+
+        lines = paper_verdict(shown, [m for m in DECISION_METRICS if m in set(shown["metric"])], order)
+        text += "\nAgainst DATAMASK Table 2 (the 1.5B averages of each corpus's analogue):\n\n" + "".join(
+            f"- {line}\n" for line in lines)
     fig = heatmap(shown, cfg.reference, [m for m in DECISION_METRICS if m in set(shown["metric"])],
                   f"decide ({size}): candidate - {cfg.reference}")
     best = text.split("**Recommendation: `", 1)[1].split("`", 1)[0]

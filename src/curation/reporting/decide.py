@@ -49,6 +49,8 @@ class DecideConfig:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     reference: str = "random"
     headline: str = "auto"
+    paper: Optional[str] = None  # "table2": also set the decisions against DATAMASK Table 2's order (candidate
+    # names as table2_tiny's corpora: raw, semdedup, edu, ultrafineweb, dclm, datamask_paper, ...)
 
     def __post_init__(self) -> None:
         from curation.configuration import check
@@ -61,6 +63,7 @@ class DecideConfig:
         check(self.reference in self.candidates, "reference", self.reference, f"one of {sorted(self.candidates)}")
         check(self.headline == "auto" or self.headline in DECISION_METRICS, "headline", self.headline,
               f"auto or one of {list(DECISION_METRICS)}")
+        check(self.paper in (None, "table2"), "paper", self.paper, "null or table2")
 
 
 def parse_decide(node: Mapping[str, Any]) -> DecideConfig:

@@ -88,6 +88,7 @@ def select(
     config: Mapping[str, Any] | SelectionConfig | None = None,
     seed: int = 0,
     progress: Optional[Callable[[int, int], None]] = None,
+    full_order: bool = False,
 ) -> Selection:
     """Select exactly `budget` of the N items with `method`.
 
@@ -126,8 +127,11 @@ def select(
             cfg,
             seed=seed,
             progress=progress,
+            full_order=full_order,
         )
         extra["device"] = str(device)
+        if full_order:  # DataMask's final draw as a whole ordering, in the caller's ids (token budgets)
+            extra["order"] = kept[extra["order"]]
     elif isinstance(cfg, GreedyConfig):
         # pure per-set DiSF (fast / official, lam 0) reads the features in their own precision (float32
         # screen, float64 re-score of a few rows): no float64 copy of the whole (N, d) input. With lam > 0

@@ -346,6 +346,9 @@ class BlockResult:
     indices: np.ndarray  # sorted local ids into the block
     history: pd.DataFrame
     info: dict
+    # with full_order: every item of the block in the order of the final draw (Algorithm 1's sampled mask is its
+    # first `budget` items; final=topk: the logits' order). A token budget stops the draw at its tokens instead
+    order: Optional[np.ndarray] = None
 
 
 def _fingerprint(n: int, budget: int, seed: int, block_id: int, cfg: DataMaskConfig) -> dict:
@@ -387,8 +390,14 @@ def run_block(
     progress_offset: int = 0,
     progress_total: int | None = None,
     unit_rows: bool = False,
+    full_order: bool = False,
 ) -> BlockResult:
     """Algorithm 1 on one block. `embeddings` (n, d) and `quality` (n,) on the target device.
+
+    ``full_order``: also return the final draw as a whole ordering of the block (``BlockResult.order``:
+    the sequential Plackett-Luce draw from softmax(L^E) run to the end, or the logits' order with
+    ``final=topk``); the returned mask is its first ``budget`` items. Used by token budgets
+    (:mod:`curation.selection.tokens`), which stop the draw at a token count instead.
 
     ``unit_rows``: the rows are already ``F.normalize(embeddings, dim=1)`` (PWS and facility location
     read only unit vectors), so the objective keeps no normalised copy (see ``Objective``).
@@ -527,7 +536,12 @@ def run_block(
         if progress is not None:
             progress(progress_offset + done_steps, total)
 
-    if cfg.final == "topk":
+    order = None
+    if full_order:  # the whole draw, one item after another (the mask is its first `budget` items)
+        order = (torch.argsort(logits, descending=True, stable=True) if cfg.final == "topk"
+                 else gumbel_top_k(logits, n, 1, gen)[0])
+        local = order[:budget]
+    elif cfg.final == "topk":
         local = topk_indices(logits, budget)
     else:  # Algorithm 1: sample the final mask from softmax(L^E)
         local = gumbel_top_k(logits, budget, 1, gen)[0]
@@ -553,7 +567,8 @@ def run_block(
             {"indices": torch.from_numpy(indices), "history": rows, "info": info, "fingerprint": fingerprint},
             done,
         )
-    return BlockResult(indices, pd.DataFrame(rows), info)
+    return BlockResult(indices, pd.DataFrame(rows), info,
+                       order.cpu().numpy().astype(np.int64) if order is not None else None)
 
 
 def policy_health(history: pd.DataFrame, final_entropy: float, steps: int) -> dict:
@@ -629,10 +644,15 @@ def select_datamask(
     *,
     seed: int = 0,
     progress: Progress = None,
+    full_order: bool = False,
 ) -> tuple[np.ndarray, pd.DataFrame, dict]:
-    """Algorithm 1 over all blocks, one after the other; returns (ids, history, info)."""
+    """Algorithm 1 over all blocks, one after the other; returns (ids, history, info). ``full_order`` (one
+    block only): ``info["order"]`` is the final draw as a whole ordering (:func:`run_block`)."""
     device = resolve_device(cfg.device)
     plan = plan_blocks(embeddings.shape[0], budget, cfg.block_size, seed)
+    if full_order and len(plan) > 1:
+        raise ValueError(f"full_order needs one block: {embeddings.shape[0]} items > selection.block_size "
+                         f"{cfg.block_size}")
     picked, histories, blocks = [], [], []
     for block_id, (ids, block_budget) in enumerate(plan):
         sel = torch.from_numpy(ids).to(embeddings.device)
@@ -646,10 +666,13 @@ def select_datamask(
             progress=progress,
             progress_offset=block_id * cfg.steps,
             progress_total=len(plan) * cfg.steps,
+            full_order=full_order,
         )
         picked.append(ids[result.indices])
         histories.append(result.history)
         blocks.append(result.info)
     history = pd.concat(histories, ignore_index=True) if any(len(h) for h in histories) else pd.DataFrame()
     info = {"n_blocks": len(plan), **summarize_blocks(blocks), "blocks": blocks}
+    if full_order:
+        info["order"] = plan[0][0][result.order]
     return np.sort(np.concatenate(picked)), history, info

@@ -13,8 +13,12 @@ How each method honours the budget (:func:`select_tokens`):
   the target (:func:`prefix_to_tokens`, the rule Meta-rater's domain budget already used); when one long
   document at the boundary puts that outside 1%, the next documents in order that fit
   (:func:`fill_to_tokens`).
-- **set methods** (``datamask``, ``greedy``, ``semdedup``, ``dvrl``): the method chooses a set of a
-  given size S; the mask's tokens are ``sum n_tokens[mask]``, and S is solved so they meet the budget
+- **DataMask** (one block, the in-memory path): a pilot run (a tenth of the steps) sets the mask size
+  S the policy is trained for; the full run's final mask is drawn from softmax(L) one document after
+  another, as Algorithm 1's sequential Plackett-Luce draw, and the draw stops at the token budget instead
+  of at S documents (:func:`_datamask_to_tokens`). Two runs' cost (1.1 full runs).
+- **set methods** (``greedy``, ``semdedup``, ``dvrl``; DataMask on shards, where each solve runs its
+  blocks): the method chooses a set of a given size S; the mask's tokens are ``sum n_tokens[mask]``, and S is solved so they meet the budget
   (:func:`fit_to_tokens`: a step along the power law tokens ~ a S^k through the two nearest runs, kept
   inside the bracket once there is one, re-running the method at each S, at most ``max_runs`` times). DataMask's policy itself is unchanged: it learns Plackett-Luce logits for a mask
   of S documents (Algorithm 1); the constraint is met by the size, not by a penalty in the reward, so
@@ -186,6 +190,34 @@ def fit_to_tokens(run: Callable[[int], np.ndarray], n_tokens: np.ndarray, budget
     return idx, info
 
 
+def _datamask_to_tokens(quality: np.ndarray, embeddings: Any, counts: np.ndarray, budget_tokens: float, cfg: Any,
+                        seed: int, tolerance: float, progress: Optional[Callable[[int, int], None]]
+                        ) -> tuple[np.ndarray, pd.DataFrame, dict]:
+    """DataMask (one block) to a token budget: a pilot run (a tenth of the steps) at S0 = budget / mean
+    candidate tokens sets the mask size S the policy is trained for: the documents its final draw needs to
+    reach the budget. The full run (Algorithm 1 at S) then draws its final mask from softmax(L) one
+    document after another (a sequential Plackett-Luce draw, ``final=sample``; the logits' order with
+    ``final=topk``) and stops when the tokens reach the budget (:func:`fill_to_tokens`), not at S documents."""
+    import dataclasses
+
+    from curation.selection.api import select
+
+    n = len(quality)
+    start = int(np.clip(round(budget_tokens / max(float(counts.mean()), 1e-9)), 1, n - 1))
+    pilot_cfg = dataclasses.replace(cfg, steps=max(50, cfg.steps // 10), checkpoint_dir=None)
+    pilot = select("datamask", quality=quality, embeddings=embeddings, budget=start, config=pilot_cfg, seed=seed,
+                   full_order=True)
+    size = int(np.clip(len(fill_to_tokens(pilot.info["order"], counts, budget_tokens, tolerance)), 1, n - 1))
+    log.info("token budget: DataMask pilot at S=%d -> trained mask size S=%d", start, size)
+    full = select("datamask", quality=quality, embeddings=embeddings, budget=size, config=cfg, seed=seed,
+                  progress=progress, full_order=True)
+    local = np.sort(fill_to_tokens(full.info["order"], counts, budget_tokens, tolerance))
+    info = {k: v for k, v in full.info.items() if k not in ("budget", "wall_time_s", "config", "order", "blocks")}
+    info.update({"token_solve_runs": 2.0, "token_trimmed_docs": 0.0, "token_pilot_size": float(start),
+                 "token_solved_size": float(size)})
+    return local, full.history, info
+
+
 def _trim(idx: np.ndarray, n_tokens: np.ndarray, quality: np.ndarray, lo: float, hi: float
           ) -> tuple[np.ndarray, float, int]:
     """Drop the lowest-quality documents of ``idx`` (ties: the later position) until its tokens are <= hi,
@@ -238,6 +270,9 @@ def select_tokens(method: str, *, quality: Any, embeddings: Any, n_tokens: Any, 
     if method in ORDERED:
         local = np.sort(fill_to_tokens(ordered_positions(method, q, seed), c, budget_tokens, tolerance))
         extra = {"token_solve_runs": 0.0, "token_trimmed_docs": 0.0}
+    elif method == "datamask" and len(kept) <= cfg.block_size:
+        local, history, extra = _datamask_to_tokens(q, embeddings if len(kept) == n else np.asarray(embeddings)[kept],
+                                                    c, float(budget_tokens), cfg, seed, tolerance, progress)
     else:
         emb = np.asarray(embeddings)[kept] if len(kept) < n else embeddings
         runs: list[Any] = []
