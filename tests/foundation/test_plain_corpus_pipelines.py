@@ -163,7 +163,7 @@ def test_each_pipeline_in_a_namespace_without_documents_stops_with_one_line_and_
 
 def test_table2_without_its_settings_names_the_experiment_that_carries_them(plain_project):
     with pytest.raises(MissingInputError, match=r"^pipeline=table2 reads params:table2, but the config has no "
-                                                r"table2 settings: add experiment=table2_tiny\.$"):
+                                                r"table2 settings: add experiment=table2_tiny\b"):
         _run(plain_project, "pipeline=table2")
 
 
