@@ -88,6 +88,29 @@ def test_the_reaper_ends_what_was_started_under_its_mark_when_its_owner_is_kille
         _kill_all([p for p in (marked, free) if p is not None])
 
 
+@pytest.mark.slow  # a local Ray instance started and shut down (~10 s)
+def test_a_local_ray_session_leaves_no_process_behind_when_it_ends_normally(tmp_path):
+    """``ray_session`` of a local instance, ended normally: Ray's shutdown and the reaper's watcher leave no
+    process of it running, the watcher included."""
+    if not processes.supported():
+        pytest.skip("Linux only")
+    pytest.importorskip("ray")
+    marker = f"ray-{uuid.uuid4().hex[:12]}"
+    code = ("from curation.shards.executor import EngineConfig, ray_session\n"
+            "with ray_session(EngineConfig(engine='ray')) as ray:\n"
+            "    print('cpus', ray.cluster_resources().get('CPU'))\n")
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, MARKER_ENV: marker}, capture_output=True,
+                          text=True, timeout=300)
+    try:
+        assert done.returncode == 0 and "cpus" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
+        ended = time.monotonic()
+        while marked_processes(marker) and time.monotonic() - ended < 5:
+            time.sleep(0.05)
+        assert not marked_processes(marker), marked_processes(marker)
+    finally:
+        _kill_all(marked_processes(marker))
+
+
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1] != "Z"
