@@ -227,7 +227,9 @@ def namespace_from_config(argv: list[str], root: Path, conf: Path | None = None)
         if GlobalHydra.instance().is_initialized():
             GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=list(argv))
+            cfg = compose(config_name="config", overrides=list(argv), return_hydra_config=True)
+        if str(OmegaConf.select(cfg, "hydra.mode", default="")).upper().endswith("MULTIRUN"):
+            return None  # an experiment that is a sweep (hydra.mode: MULTIRUN): its jobs have namespaces of their own
         namespace = OmegaConf.select(cfg, "run.namespace", default="default")
         wait = OmegaConf.select(cfg, "run.wait_for_lock", default=False)
     except Exception:

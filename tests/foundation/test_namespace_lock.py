@@ -181,6 +181,7 @@ def test_the_namespace_of_the_composed_config(project):
     assert namespace_from_config(["pipeline=ingest"], project) == ("default", False)
     assert namespace_from_config(["experiment=no_such_experiment"], project) is None  # the run reports it
     assert namespace_from_config(["-m", "experiment=held_here"], project) is None  # sweep jobs: own namespaces
+    assert namespace_from_config(["experiment=table2_tiny"], project) is None  # a sweep by its config (MULTIRUN)
     # composed with placeholder schemas, which are gone after: the run's own composition has the real ones
     from hydra.errors import ConfigCompositionException
 
