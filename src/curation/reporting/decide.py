@@ -260,3 +260,51 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
               f"{100 * null_decision_rate(n_seeds - 1):.0f}% of the time; the p-values say more); it holds at this "
               "token budget and model size, and beyond them only as far as a two-size agreement shows."]
     return "\n".join(lines) + "\n"
+
+
+@dataclass
+class DecideReport:
+    table: pd.DataFrame  # decision_table
+    agreement: pd.DataFrame  # size_agreement (empty with one size)
+    errors: pd.DataFrame  # item_vs_seed
+    figure: Any  # the heat map against cfg.reference at the largest size
+    text: str  # recommendation.md
+    metrics: dict[str, float]
+
+
+def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: DecideConfig, n_items: int,
+                 corpus: str = "") -> DecideReport:
+    """Everything ``experiment=decide`` writes from its cells: decisions, two-size agreement, item errors,
+    heat map, the recommendation at the largest size (and, with ``cfg.paper``, the paper's order)."""
+    from curation.reporting.decisions import heatmap
+
+    order = list(cfg.candidates)
+    table = decision_table(cells, order=order)
+    sizes = list(dict.fromkeys(cells["size"]))
+    agreement = size_agreement(table, sizes[0], sizes[-1]) if len(sizes) > 1 else pd.DataFrame()
+    headline, why = headline_metric(agreement if len(sizes) > 1 else None, cfg.headline)
+    errors = item_vs_seed(cells, items, n_items)
+    size = sizes[-1]
+    params = cells.groupby("size")["parameters"].first().to_dict() if "parameters" in cells else {}
+    text = recommendation(cells, table, headline, why, size=size, budget_tokens=float(cells["budget_tokens"].iloc[0]),
+                          train_tokens=float(cells["train_tokens"].iloc[0]), parameters=params, agreement=agreement,
+                          corpus=corpus)
+    if not errors.empty:
+        text += ("\nItem sampling error next to the seed spread (a difference between two candidates):\n\n"
+                 "| size | metric | seed sd of a difference | item SE of a difference | enough items | items needed |\n"
+                 "|---|---|---:|---:|---|---:|\n")
+        text += "".join(f"| {r['size']} | {r['metric']} | {r['seed_sd_diff']:.3g} | {r['item_se_diff']:.3g} | "
+                        f"{'yes' if r['enough'] else 'no'} | {r['items_needed']} |\n" for _, r in errors.iterrows())
+    shown = table[table["size"] == size].rename(columns={"p": "p_value"})
+    if cfg.paper == "table2":
+        from curation.reporting.table2 import paper_verdict
+
+        lines = paper_verdict(shown, [m for m in DECISION_METRICS if m in set(shown["metric"])], order)
+        text += "\nAgainst DATAMASK Table 2 (the 1.5B averages of each corpus's analogue):\n\n" + "".join(
+            f"- {line}\n" for line in lines)
+    figure = heatmap(shown, cfg.reference, [m for m in DECISION_METRICS if m in set(shown["metric"])],
+                     f"decide ({size}): candidate - {cfg.reference}")
+    metrics = {"decide_decided_pairs": float(table["decided"].sum()), "decide_pairs": float(len(table))}
+    for _, r in agreement.iterrows():
+        metrics[f"decide_share_holds_{r['metric']}"] = float(r["share_holds"])
+    return DecideReport(table, agreement, errors, figure, text, metrics)
