@@ -1,0 +1,47 @@
+"""Markdown tables from an `experiment=decide` run's files, for REPRODUCING.md (issue #38).
+
+    python benchmarks/pretraining/decide_tables.py benchmarks/results/decide_A3
+
+Reads decide_cells.csv, decisions.csv, item_vs_seed.csv and (two sizes) size_agreement.csv from the folder.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+METRICS = ("average", "mc_correct_prob_per_char", "mc_norm_correct_prob_per_char", "mc_margin_per_char",
+           "mc_correct_logprob_per_char", "ref_bits_per_byte")
+
+
+def main(folder: Path) -> None:
+    cells = pd.read_csv(folder / "decide_cells.csv")
+    for size, part in cells.groupby("size", sort=False):
+        print(f"\n### {size}: seed mean ± sd\n")
+        print("| candidate | docs | ref. tokens | LM tokens | epochs | " + " | ".join(METRICS) + " |")
+        print("|---|---:|---:|---:|---:|" + "---:|" * len(METRICS))
+        for name, g in part.groupby("candidate", sort=False):
+            vals = " | ".join(f"{g[m].mean():.4f} ± {g[m].std(ddof=1):.4f}" for m in METRICS if m in g)
+            print(f"| {name} | {g['corpus_docs'].iloc[0]:,.0f} | {g['corpus_tokens'].iloc[0]:,.0f} | "
+                  f"{g['lm_tokens'].iloc[0]:,.0f} | {g['epochs'].max():.2f} | {vals} |")
+    table = pd.read_csv(folder / "decisions.csv")
+    print("\n### decided pairs (> 2 SE), per size and metric\n")
+    for (size, metric), g in table.groupby(["size", "metric"], sort=False):
+        won = g[g["decided"]]
+        print(f"- {size} {metric}: {len(won)} of {len(g)}: " + "; ".join(
+            f"{r['winner']} > {r['corpus_b'] if r['winner'] == r['corpus_a'] else r['corpus_a']} "
+            f"({abs(r['mean_diff']):.3g} ± {r['se']:.2g}, p {r['p']:.2g})" for _, r in won.iterrows()))
+    errors = folder / "item_vs_seed.csv"
+    if errors.is_file():
+        print("\n### items vs seeds\n")
+        print(pd.read_csv(errors).to_markdown(index=False, floatfmt=".3g"))
+    agreement = folder / "size_agreement.csv"
+    if agreement.is_file() and agreement.stat().st_size > 1:
+        print("\n### size agreement\n")
+        print(pd.read_csv(agreement).to_markdown(index=False, floatfmt=".3g"))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
