@@ -193,7 +193,7 @@ def kedro_ingest_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
 
 # The default job (ingest -> scoring -> pruning -> selection) on 250 documents, small selection settings.
 DEFAULT_JOB_250 = [f"data.path={CORPUS_DIR}", "data.max_docs=250", "embedding.show_progress=false",
-                   "selection.steps=40", "selection.history_every=5", "selection.group_size=32",
+                   "selection=datamask", "selection.steps=40", "selection.history_every=5", "selection.group_size=32",
                    "budget.keep_ratio=0.1"]
 
 

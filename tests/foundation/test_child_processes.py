@@ -126,7 +126,7 @@ def _alive(pid: int) -> bool:
     ("shard workers", ["pipeline=ingest", "data.workers=2"], "multiprocessing.forkserver"),
     # a DataMask block process of selection (spawned by a ProcessPoolExecutor; with one block worker a
     # single block runs in curate itself, so two are asked for)
-    ("selection", ["selection.block_workers=2"], "spawn_main"),
+    ("selection", ["selection=datamask", "selection.block_workers=2"], "spawn_main"),
     # a local Ray instance, killed during its start-up (once the raylet runs): its GCS server, raylet, agents
     # and workers are not curate's children but end with it all the same (curation.processes.Reaper)
     ("ray start-up", ["pipeline=ingest", "data.engine=ray"], "raylet"),

@@ -30,7 +30,8 @@ def _options(group: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def default_config() -> dict:
-    return compose_config(CONF, [], validate=False)
+    # DataMask's knobs are among the out-of-range cases: the default selection is top-k quality (issue #38)
+    return compose_config(CONF, ["selection=datamask"], validate=False)
 
 
 @pytest.mark.slow  # ~10 s: every experiment and group option composed
@@ -91,7 +92,7 @@ def test_nested_typo_and_forced_additions_are_refused():
         compose_config(CONF, ["pretrain.train.lrr=0.1"])
     # `+key=value` forces a key past Hydra's struct check; the validator still refuses it, by name.
     with pytest.raises(ConfigError, match=r"^selection\.lamda: unknown key; known: \[.*'lam'"):
-        compose_config(CONF, ["+selection.lamda=0.3"])
+        compose_config(CONF, ["selection=datamask", "+selection.lamda=0.3"])
     with pytest.raises(ConfigError, match=r"^verification\.candidates\.edu\.scor: unknown key"):
         compose_config(CONF, ["+verification.candidates.edu={method:topk_quality,scor:edu}"])
     # ... while a well-formed addition to a dict of recipes composes.
@@ -185,7 +186,7 @@ def test_three_point_zero_is_not_an_int_anywhere():
     from curation.selection.config import BudgetConfig, parse_selection_config
 
     with pytest.raises(ConfigCompositionException) as err:
-        compose_config(CONF, ["selection.steps=3.0"])
+        compose_config(CONF, ["selection=datamask", "selection.steps=3.0"])
     assert "selection.steps" in f"{err.value} {err.value.__cause__}"
     cases = [
         (lambda: parse_selection_config("datamask", {"steps": 3.0}, path="selection"), "selection.steps=3.0"),

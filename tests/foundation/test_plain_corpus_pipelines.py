@@ -66,7 +66,7 @@ METARATER = [
     "metarater.comparisons.seeds=[0]", "metarater.comparisons.single_raters=false",
     "metarater.comparisons.num_proxies=[8,12]",
 ]
-DEFAULT_JOB = ["embedding.show_progress=false", "selection.steps=20", "selection.history_every=5",
+DEFAULT_JOB = ["embedding.show_progress=false", "selection=datamask", "selection.steps=20", "selection.history_every=5",
                "selection.group_size=16", "budget.keep_ratio=0.3"]
 
 # pipeline -> (the overrides that select it, what it reads from the default job)

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow  # the default job, then pretrain/evaluate/verific
 UPSTREAM = [
     f"data.path={CORPUS_DIR}", "data.max_docs=60",
     "embedding.show_progress=false",
-    "selection.steps=20", "selection.history_every=5", "selection.group_size=16",
+    "selection=datamask", "selection.steps=20", "selection.history_every=5", "selection.group_size=16",
     "budget.keep_ratio=0.3",
 ]
 MICRO = [
