@@ -51,7 +51,12 @@ def _frames(documents, pruned_scores, pruned_embeddings):
 
 
 def _in_order(documents_frame: pd.DataFrame, ids) -> pd.DataFrame:
-    return documents_frame[documents_frame["id"].isin(set(ids))].reset_index(drop=True)
+    """The selected rows in document order, with the reference-token count every selected document carries."""
+    from curation.data.tokens import count_tokens
+
+    chosen = documents_frame[documents_frame["id"].isin(set(ids))].reset_index(drop=True)
+    chosen["n_tokens"] = count_tokens(chosen["text"].tolist())
+    return chosen
 
 
 @pytest.mark.slow  # a DataMask block in a subprocess
