@@ -551,8 +551,12 @@ def corpus_documents(
 
     ids = store.frame("corpus", key, compute)["id"]
     chosen = documents[documents["id"].isin(set(ids))].reset_index(drop=True)
-    n_tokens = (tokens.n_tokens if tokens is not None else document_tokens(documents, cache))
-    chosen["n_tokens"] = n_tokens.reindex(chosen["id"].astype(str)).to_numpy()
+    if tokens is not None:
+        chosen["n_tokens"] = tokens.n_tokens.reindex(chosen["id"].astype(str)).to_numpy()
+    else:  # a document budget: count only the chosen documents
+        from curation.data.tokens import count_tokens
+
+        chosen["n_tokens"] = count_tokens(chosen["text"].tolist())
     metrics = {"corpus_docs": float(len(chosen)), "corpus_chars": float(chosen["text"].str.len().sum()),
                "corpus_tokens": float(chosen["n_tokens"].sum()),
                "corpus_pool": float(len(table)), "corpus_cache_hit": float(store.hits)}
