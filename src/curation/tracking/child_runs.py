@@ -52,18 +52,15 @@ class ChildRuns:
         self.client.set_terminated(run.info.run_id, status="FAILED" if result.get("status") == "failed" else "FINISHED")
 
 
-class CellRuns:
+class CellRuns(ChildRuns):
     """One MLflow child run per finished cell of a job (``curate experiment=decide``: a candidate, model
     size and seed), under the Kedro hook's active run; a no-op without one."""
 
     def __init__(self, kind: str) -> None:
-        import mlflow
-
+        super().__init__()
         self.kind = kind
-        self.parent = mlflow.active_run()
-        self.client = mlflow.MlflowClient() if self.parent is not None else None
 
-    def __call__(self, name: str, params: dict[str, Any], metrics: dict[str, float]) -> None:
+    def __call__(self, name: str, params: dict[str, Any], metrics: dict[str, float]) -> None:  # type: ignore[override]
         if self.parent is None:
             return
         from mlflow.entities import Metric, Param
