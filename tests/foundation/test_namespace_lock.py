@@ -194,15 +194,21 @@ def test_the_namespace_of_the_composed_config(project):
 
 
 # On 2 idle cores the refusals below take 0.6-1.1 s (`curate`) and 1.3-2.1 s (`kedro run`, whose own CLI start-up
-# takes ~1 s before the project's command runs); before the config was composed early they took 19-43 s.
+# takes ~1 s before the project's command runs); before the config was composed early they took 19-43 s. A wall-clock
+# limit alone failed twice on loaded machines (CI's cold venv: 4.2 s; a run beside two training jobs at load 2.4 per
+# core: 6.6 s), so the limit is what the refusal adds to the command's own start-up, measured in the same test.
 REFUSE_WITHIN_S = 2.0
 
 
-@pytest.mark.slow  # four `curate` / `kedro run` subprocesses
+def _seconds(args: list[str], project: Path) -> tuple[float, subprocess.CompletedProcess]:
+    started = time.monotonic()
+    done = subprocess.run(args, cwd=project, env=_env(project), capture_output=True, text=True, timeout=300)
+    return time.monotonic() - started, done
+
+
+@pytest.mark.slow  # eight `curate` / `kedro` subprocesses
 def test_a_busy_namespace_is_refused_within_2_s_however_the_namespace_is_named(project):
     _held_options(project)
-    loaded = os.getloadavg()[0] / (os.cpu_count() or 1)
-    limit = REFUSE_WITHIN_S * max(1.0, loaded)  # a machine busy with other work is slower, not broken
     commands = {
         "experiment": [str(BIN / "curate"), "experiment=held_here", "pipeline=ingest", "data.max_docs=20"],
         "run option": [str(BIN / "curate"), "run=held", "pipeline=ingest"],
@@ -211,15 +217,28 @@ def test_a_busy_namespace_is_refused_within_2_s_however_the_namespace_is_named(p
         "kedro --params experiment": [str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",
                                       "experiment=held_here"],
     }
+    # each CLI's own start-up: the imports up to the point where the namespace is known, nothing of the run
+    startup = {"curate": [sys.executable, "-c", "import curation.hydra_app"],
+               "kedro": [str(BIN / "kedro"), "run", "--help"]}
     with namespace_lock(project, "held"):
+        # The first run of each CLI after an install also byte-compiles what it imports (the installer does not):
+        # set-up, not the refusal. One refusal per CLI first, untimed; then each CLI's start-up; then the four.
+        base = {}
+        for cli in startup:
+            first = next(args for args in commands.values() if Path(args[0]).name == cli)
+            assert _seconds(first, project)[1].returncode == 2
+            base[cli], done = _seconds(startup[cli], project)
+            assert done.returncode == 0, done.stderr[-2000:]
         for how, args in commands.items():
-            started = time.monotonic()
-            done = subprocess.run(args, cwd=project, env=_env(project), capture_output=True, text=True, timeout=300)
-            took = time.monotonic() - started
+            took, done = _seconds(args, project)
             assert done.returncode == 2, how + done.stdout[-2000:] + done.stderr[-2000:]
             lines = done.stderr.strip().splitlines()
             assert len(lines) == 2 and f"namespace 'held' is in use by the run pid {os.getpid()}" in lines[0], \
                 (how, done.stderr[-3000:])
             assert "Traceback" not in done.stdout + done.stderr
-            assert took < limit, f"{how}: refused after {took:.1f} s (limit {limit:.1f} s at load {loaded:.2f}/core)"
+            loaded = os.getloadavg()[0] / (os.cpu_count() or 1)
+            start = base[Path(args[0]).name]
+            limit = start + REFUSE_WITHIN_S * max(1.0, loaded)  # a machine busy with other work is slower, not broken
+            assert took < limit, (f"{how}: refused after {took:.1f} s, {took - start:.1f} s after its start-up "
+                                  f"({start:.1f} s; limit {limit:.1f} s at load {loaded:.2f}/core)")
     assert not (project / "data" / "02_intermediate" / "held").exists()
