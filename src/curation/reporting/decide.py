@@ -145,11 +145,22 @@ def headline_metric(agreement: Optional[pd.DataFrame], requested: str = "auto") 
     if agreement is None or agreement.empty or not (agreement["decided_small"] > 0).any():
         return DEFAULT_HEADLINE, ("DataDecide's choice: no two-size agreement was measured in this run "
                                   "(decide.sizes has one size)")
-    ranked = agreement[agreement["decided_small"] > 0].sort_values(
-        ["share_holds", "sign_holds", "decided_small"], ascending=False, kind="stable")
+    ranked = agreement[agreement["decided_small"] > 0].copy()
+    # an exact tie keeps DataDecide's choice where it is among the tied, then DECISION_METRICS' order
+    ranked["_default"] = ranked["metric"] == DEFAULT_HEADLINE
+    ranked["_order"] = [DECISION_METRICS.index(m) if m in DECISION_METRICS else len(DECISION_METRICS)
+                        for m in ranked["metric"]]
+    ranked = ranked.sort_values(["share_holds", "sign_holds", "_default", "_order"],
+                                ascending=[False, False, False, True], kind="stable")
     best = ranked.iloc[0]
-    return str(best["metric"]), (f"its decisions at {best['small']} hold best at {best['large']}: "
-                                 f"{int(best['sign_holds'])} of {int(best['decided_small'])} keep their sign")
+    tied = ranked[(ranked["share_holds"] == best["share_holds"]) & (ranked["sign_holds"] == best["sign_holds"])]
+    why = (f"its decisions at {best['small']} hold best at {best['large']}: "
+           f"{int(best['sign_holds'])} of {int(best['decided_small'])} keep their sign")
+    if len(tied) > 1:
+        others = ", ".join(f"`{m}`" for m in tied["metric"].iloc[1:])
+        why += f" (tied with {others}; " + (
+            "DataDecide's choice among them)" if best["_default"] else "the first of them in DECISION_METRICS)")
+    return str(best["metric"]), why
 
 
 def item_vs_seed(cells: pd.DataFrame, items: Mapping[tuple, Mapping], n_items: int) -> pd.DataFrame:
