@@ -134,7 +134,8 @@ def test_bad_settings_are_refused_with_the_key():
         dedup_settings({**DATA, "decontaminate_tasks": ["arc_hard"]}, index_dir="/tmp/unused-index")
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # starts a Ray cluster
+@pytest.mark.optin  # opt-in (suite time, 2026-11-28): ~70 s in CI; tests/shards keeps a Ray ingest
 def test_ray_engine_gives_the_same_documents(small, settings, result, tmp_path):
     pytest.importorskip("ray")
     ray_result = ingest_shards(tasks(small[0]), ValidationConfig(), work_dir=tmp_path / "ray", dedup=settings,

@@ -121,12 +121,14 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("stage, overrides, needle", [
     # scoring's isolated fastText trainer (a subprocess); the default reference raters are trained once
     # and shared, so the run trains on the (labelled) bundled corpus itself to have a trainer to kill
-    ("scoring", ["pipeline=ingest+scoring", "scoring.training.source=corpus"], "fasttext.train_supervised"),
+    pytest.param("scoring", ["pipeline=ingest+scoring", "scoring.training.source=corpus"], "fasttext.train_supervised",
+                 marks=pytest.mark.optin),  # opt-in (suite time): ~25 s in CI; the joblib case kills the same trainer
     # the local engine's shard workers (data.workers=2) and their fork server, in the ingest's validate step
     ("shard workers", ["pipeline=ingest", "data.workers=2"], "multiprocessing.forkserver"),
     # a DataMask block process of selection (spawned by a ProcessPoolExecutor; with one block worker a
     # single block runs in curate itself, so two are asked for)
-    ("selection", ["selection=datamask", "selection.block_workers=2"], "spawn_main"),
+    pytest.param("selection", ["selection=datamask", "selection.block_workers=2"], "spawn_main",
+                 marks=pytest.mark.optin),  # opt-in (suite time): ~40 s in CI; shard workers are the same kind of pool
     # a local Ray instance, killed during its start-up (once the raylet runs): its GCS server, raylet, agents
     # and workers are not curate's children but end with it all the same (curation.processes.Reaper)
     ("ray start-up", ["pipeline=ingest", "data.engine=ray"], "raylet"),

@@ -53,6 +53,8 @@ def _write_inputs(project: Path, documents: pd.DataFrame, scores: pd.DataFrame) 
     ShardedDataset(path=str(project / "data" / "04_feature" / "default" / "scores")).save(scores)
 
 
+@pytest.mark.optin  # opt-in (suite time, 2026-11-28): ~105 s in CI; tests/foundation/test_plain_corpus_pipelines.py runs the
+# proxies and the Meta-rater job on a plain corpus in CI
 def test_proxy_jobs_then_a_killed_and_resumed_metarater_run(project, documents, scores, monkeypatch):
     _write_inputs(project, documents, scores)
 

@@ -137,6 +137,7 @@ def test_verification_compares_two_selections_against_the_default_only_annealing
     assert "tables/verification_table.csv" in artifacts
 
 
+@pytest.mark.optin  # opt-in (suite time, 2026-11-28): ~65 s in CI; decide_smoke and the plain-corpus Table 2 cell run its cells
 def test_table2_sweep_writes_the_table_from_mlflow_runs(lm_project):
     project = lm_project
     curate = Path(sys.executable).parent / "curate"

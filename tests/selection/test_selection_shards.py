@@ -216,6 +216,7 @@ def test_a_pruned_corpus_of_other_documents_is_refused(tmp_path):
 
 
 @pytest.mark.slow  # starts a Ray cluster
+@pytest.mark.optin  # opt-in (suite time, 2026-11-28): ~120 s in CI
 def test_ray_equals_local_for_pruning_blocks_and_selected_documents(pruned, pruned_inputs, tmp_path):
     pytest.importorskip("ray")
     import ray
