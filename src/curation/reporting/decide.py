@@ -260,7 +260,8 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
                      f"{int(part['decided'].sum())} of {len(part)} pairs decided.")
     if agreement is not None and not agreement.empty:
         lines += ["", "Does the decision hold as the model grows (DataDecide's decision accuracy)?", "",
-                  "| metric | decided at small | sign holds at large | share |", "|---|---:|---:|---:|"]
+                  f"| metric | decided at {agreement['small'].iloc[0]} | its sign holds at {agreement['large'].iloc[0]} "
+                  "| share |", "|---|---:|---:|---:|"]
         for _, r in agreement.iterrows():
             lines.append(f"| {r['metric']} | {int(r['decided_small'])} | {int(r['sign_holds'])} | "
                          f"{r['share_holds']:.2f} |")
