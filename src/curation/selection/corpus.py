@@ -551,12 +551,9 @@ def corpus_documents(
 
     ids = store.frame("corpus", key, compute)["id"]
     chosen = documents[documents["id"].isin(set(ids))].reset_index(drop=True)
-    if tokens is not None:
-        chosen["n_tokens"] = tokens.n_tokens.reindex(chosen["id"].astype(str)).to_numpy()
-    else:  # a document budget: count only the chosen documents
-        from curation.data.tokens import count_tokens
-
-        chosen["n_tokens"] = count_tokens(chosen["text"].tolist())
+    # a document budget counts only the chosen documents, through the same cached count
+    n_tokens = tokens.n_tokens if tokens is not None else document_tokens(chosen, cache)
+    chosen["n_tokens"] = n_tokens.reindex(chosen["id"].astype(str)).to_numpy()
     metrics = {"corpus_docs": float(len(chosen)), "corpus_chars": float(chosen["text"].str.len().sum()),
                "corpus_tokens": float(chosen["n_tokens"].sum()),
                "corpus_pool": float(len(table)), "corpus_cache_hit": float(store.hits)}
