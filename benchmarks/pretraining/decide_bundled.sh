@@ -26,7 +26,10 @@ start=$(date +%s)
 .venv/bin/curate experiment=decide data.path="$plain" run.namespace="decide_${tag}" \
   cache.dir="data/04_feature/cache_decide_${tag}" "$@" 2>&1 | tee "$out/run.log" | grep --line-buffered '^\[decide\]'
 end=$(date +%s)
-echo "wall_seconds,$((end - start))" > "$out/wall.csv"
+kill $logger 2>/dev/null || true
+# the wall time with the 1-min load over the run (min, median, max): a figure taken beside other work says so
+load=$(awk '{print $2}' "$out/loadavg.txt" | sort -n | awk '{a[NR]=$1} END{printf "%s,%s,%s", a[1], a[int(NR/2)+1], a[NR]}')
+printf "wall_seconds,load1_min,load1_median,load1_max\n%s,%s\n" "$((end - start))" "$load" > "$out/wall.csv"
 cp data/08_reporting/decide_${tag}/{decisions.csv,decisions.png,recommendation.md,item_vs_seed.csv} "$out"/ 2>/dev/null || true
 cp data/08_reporting/decide_${tag}/size_agreement.csv "$out"/ 2>/dev/null || true
 cp data/07_model_output/decide_${tag}/decide_cells.csv "$out"/
