@@ -51,7 +51,7 @@ class Frames:
     pruned_embeddings: np.ndarray
 
 
-def _corpora(frames: Frames, candidates: Mapping[str, Any], budget: Mapping[str, Any], seed: int,
+def candidate_corpora(frames: Frames, candidates: Mapping[str, Any], budget: Mapping[str, Any], seed: int,
              tokenizer: Any, seq_len: int, cache: Mapping[str, Any]) -> dict[str, tuple[Any, dict[str, float]]]:
     """Every candidate's pick (first: a bad budget fails before any training), packed for the LM."""
     from curation.lm.cached import tokenize_texts
@@ -93,7 +93,7 @@ def run_cells(frames: Frames, candidates: Mapping[str, Any], sizes: list[str], s
     from curation.lm.cached import cached_tokenizer, pretrain as pretrain_lm
 
     tokenizer, _ = cached_tokenizer(frames.documents, pretrain.tokenizer, cache)
-    corpora = _corpora(frames, candidates, budget, seed, tokenizer, pretrain.train.seq_len, cache)
+    corpora = candidate_corpora(frames, candidates, budget, seed, tokenizer, pretrain.train.seq_len, cache)
     rows, items, done, total = [], {}, 0, len(candidates) * len(sizes) * len(seeds)
     for size in sizes:
         size_cfg = size_config(pretrain, size)

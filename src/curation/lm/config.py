@@ -199,6 +199,13 @@ PRESETS: dict[str, PretrainConfig] = {
         model=_tiny_model(n_layer=6, d_model=384, n_head=6, n_kv_head=2, d_ff=1024),
         train=TrainConfig(),
     ),
+    # ~29M parameters (25.2M without the tied embedding, ~13x the tiny model's FLOPs per token): the third size
+    # of the decision check, trained on a GPU (benchmarks/pretraining/decide_gpu.py; issue #38 item 4)
+    "medium": PretrainConfig(
+        name="medium",
+        model=_tiny_model(n_layer=8, d_model=512, n_head=8, n_kv_head=4, d_ff=1536),
+        train=TrainConfig(),
+    ),
     "proxy_quick": PretrainConfig(
         name="proxy_quick",
         model=ModelConfig(vocab_size=8192, max_seq_len=128, n_layer=2, d_model=128, n_head=4, n_kv_head=2, d_ff=384),

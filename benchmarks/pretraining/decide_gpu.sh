@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The third size of the decision check on one GPU, through the `device` tool (issue #38 item 4):
+#   device run: bash benchmarks/pretraining/decide_gpu.sh      (carry gpu_decide.tgz: `decide_gpu.py prepare --out gpu_decide`,
+#   then `tar -czf gpu_decide.tgz gpu_decide`; the folder alone is over the tool's 64 MiB with the tree)
+# 12 processes, one per (candidate, seed): the ~29M `medium` cell, then the tiny cell again as a device check.
+set -uo pipefail
+OUT=${OUT:-/tmp/decide_gpu_out}; mkdir -p "$OUT"
+export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore TOKENIZERS_PARALLELISM=false
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c "import torch, lightning, os; print('torch', torch.__version__, 'lightning', lightning.__version__, 'cpus', os.cpu_count())"
+} | tee "$OUT/gpu.txt"
+[ -d gpu_decide ] || tar -xzf gpu_decide.tgz
+start=$(date +%s)
+( while true; do echo "$(date +%T) $(cut -d' ' -f1-3 /proc/loadavg)"; sleep 10; done ) > "$OUT/loadavg.txt" &
+logger=$!
+timeout ${BUDGET_S:-420} python3 benchmarks/pretraining/decide_gpu.py run --inputs gpu_decide --out /tmp/decide_gpu \
+  --sizes ${SIZES:-medium,tiny} --seeds 3 2>&1 | grep --line-buffered -v -i "warn" | tee "$OUT/run.log"
+kill $logger
+echo "wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/gpu.txt"
+python3 benchmarks/pretraining/decide_gpu.py gather --out /tmp/decide_gpu 2>&1 | tail -2
+cp /tmp/decide_gpu/cells.csv "$OUT/" 2>/dev/null
+tar -czf "$OUT/cells.tgz" -C /tmp/decide_gpu cells
