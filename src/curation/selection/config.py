@@ -51,12 +51,18 @@ class SelectionConfig:
     # run refuses and names the streaming methods. None = the method's default
     # (curation.selection.sharded.MAX_ITEMS); datamask, topk_quality and random stream and ignore it.
     max_items: Optional[int] = None
+    # The column of the (pruned) scores table the method reads as quality, q of DATAMASK Eq. 3: ``quality``
+    # = the merged 0-15 score (App. A.5); a rater's own column (``edu``, ``fasttext_dclm``, ``wiki`` ...)
+    # instead. Read by the selection stage (curation.selection.corpus), not by select() itself.
+    score: str = "quality"
 
     def __post_init__(self) -> None:
         self.validate()  # the subclass's checks: a config built by hand is checked like a parsed one
 
     def validate(self) -> None:
         _require(self.method in METHODS, "method", f"must be one of {METHODS}, got {self.method!r}")
+        _require(isinstance(self.score, str) and bool(self.score.strip()), "score",
+                 f"must name a column of the scores table, got {self.score!r}")
         _require(self.max_items is None or self.max_items >= 2, "max_items",
                  f"must be None or >= 2, got {self.max_items}")
 

@@ -128,7 +128,8 @@ def run_selection(pruned_scores: pd.DataFrame, pruned_embeddings: np.ndarray, do
 
     method = selection["method"]
     pool = candidate_pool(len(pruned_scores), budget, seed)
-    quality = pruned_scores["quality"].to_numpy(dtype="float64")[pool]
+    score = check_score_column(selection, list(pruned_scores.columns))
+    quality = pruned_scores[score].to_numpy(dtype="float64")[pool]
     embeddings = np.array(pruned_embeddings[pool], dtype="float32")  # a writable copy of the memory map
     config = {k: v for k, v in selection.items() if k != "method"}
     tokens = resolve_token_budget(documents, budget, {"enabled": False})
@@ -149,7 +150,9 @@ def run_selection(pruned_scores: pd.DataFrame, pruned_embeddings: np.ndarray, do
         n_select = len(result.indices)
     seconds = time.perf_counter() - started
     ids = pruned_scores["id"].iloc[pool[result.indices]].reset_index(drop=True)
-    selected_ids = pd.DataFrame({"id": ids, "quality": quality[result.indices]})
+    selected_ids = _selected_frame(ids, quality[result.indices], score,
+                                   pruned_scores["quality"].to_numpy(dtype="float64")[pool[result.indices]]
+                                   if "quality" in pruned_scores else None)
     selected_documents = documents[documents["id"].isin(set(ids))].reset_index(drop=True)
     selected_documents["n_tokens"] = count_tokens(selected_documents["text"].tolist())
     history = result.history.copy()
@@ -166,6 +169,29 @@ def run_selection(pruned_scores: pd.DataFrame, pruned_embeddings: np.ndarray, do
                     if isinstance(v, (int, float)) and not isinstance(v, bool)})
     log.info("selected %d of %d candidates with %s in %.1fs", n_select, len(quality), method, seconds)
     return SelectionRun(selected_ids, selected_documents, history, metrics)
+
+
+def check_score_column(selection: Mapping[str, Any], columns: list[str]) -> str:
+    """``selection.score`` (default ``quality``), refused with the columns there are when the scores lack it."""
+    from curation.configuration import ConfigError
+
+    score = str(selection.get("score") or "quality")
+    if score not in columns:
+        raters = [c for c in columns if c != "id"]
+        raise ConfigError("selection.score", f"{score!r} is not a column of the pruned scores (they have "
+                          f"{raters}); set selection.score to one of them (quality = the merged 0-15 score), or "
+                          "turn that rater on in the scoring config and re-run scoring", score)
+    return score
+
+
+def _selected_frame(ids: Any, values: np.ndarray, score: str, merged: Optional[np.ndarray]) -> pd.DataFrame:
+    """``selected_ids``: id and the merged ``quality``; with another ``selection.score``, that column too."""
+    if score == "quality":
+        return pd.DataFrame({"id": ids, "quality": values})
+    frame = pd.DataFrame({"id": ids, score: values})
+    if merged is not None:
+        frame.insert(1, "quality", merged)
+    return frame
 
 
 # --- the selection pipeline's pick on shards (issue #14 item 5) ---
@@ -238,9 +264,10 @@ def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: 
     n_candidates = len(pruned_scores)
     pool = candidate_pool(n_candidates, budget, seed)  # int64 positions, 8 bytes per candidate
     n_select = resolve_budget(budget, len(documents), n_candidates, len(pool))
-    quality = read_quality(pruned_scores)[pool]
+    score = check_score_column({"score": cfg.score}, list(pruned_scores.manifest.schema))
+    quality = read_quality(pruned_scores, column=score)[pool]
     if not np.isfinite(quality).all():
-        raise ValueError(f"pruned_scores.quality has {int((~np.isfinite(quality)).sum())} NaN/inf values")
+        raise ValueError(f"pruned_scores.{score} has {int((~np.isfinite(quality)).sum())} NaN/inf values")
     started = time.perf_counter()
     history, info = pd.DataFrame(), {}
     tokens = _shard_token_budget(documents, pruned_scores, pool, budget, work)
@@ -274,7 +301,9 @@ def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: 
     positions = np.sort(np.asarray(positions, dtype=np.int64))
     ids_by_shard = read_ids(pruned_scores, positions)
     ids = np.concatenate(list(ids_by_shard.values())) if ids_by_shard else np.empty(0, dtype=object)
-    selected_ids = pd.DataFrame({"id": ids, "quality": quality[np.searchsorted(pool, positions)]})
+    chosen = np.searchsorted(pool, positions)
+    selected_ids = _selected_frame(ids, quality[chosen], score,
+                                   read_quality(pruned_scores)[pool][chosen] if score != "quality" else None)
     selected = write_selected_documents(
         documents, ids_by_shard, work, engine=engine, config_digest=selection_key(
             pruned_scores, pruned_embeddings, documents, selection, budget, seed),

@@ -194,7 +194,8 @@ def _pruning(m: dict[str, float]) -> Section:
 
 def _selection(run: dict[str, float], diag: dict[str, float], selection: Mapping[str, Any]) -> Section:
     method = str(selection.get("method", "?"))
-    section = Section(f"selection ({method})")
+    score = str(selection.get("score") or "quality")  # the column ranked; the table below is the merged quality
+    section = Section(f"selection ({method}" + (f" by {score}" if score != "quality" else "") + ")")
     if run:
         section.rows.append(("selected", f"{_num(diag.get('selected_size', run.get('budget_docs')))} of "
                                          f"{_num(run.get('candidates'))} candidates"
