@@ -194,8 +194,10 @@ def _pruning(m: dict[str, float]) -> Section:
 
 def _selection(run: dict[str, float], diag: dict[str, float], selection: Mapping[str, Any]) -> Section:
     method = str(selection.get("method", "?"))
-    score = str(selection.get("score") or "quality")  # the column ranked; the table below is the merged quality
-    section = Section(f"selection ({method}" + (f" by {score}" if score != "quality" else "") + ")")
+    score = str(selection.get("score") or "quality")
+    section = Section(f"selection ({method})")
+    if score != "quality":  # a row, not the title: the title sets the label column's width
+        section.rows.append(("ranked by", f"{score} (the table below: the merged 0-15 quality)"))
     if run:
         section.rows.append(("selected", f"{_num(diag.get('selected_size', run.get('budget_docs')))} of "
                                          f"{_num(run.get('candidates'))} candidates"
