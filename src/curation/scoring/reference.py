@@ -427,9 +427,10 @@ def _ensure(spec: Mapping[str, Any], build, root: Path) -> Path:
 def build_configured_reference(overrides: list[str] | None = None, workers: int = 1) -> dict[str, str]:
     """Build (or find) the reference raters of the composed config (``conf/`` + Hydra ``overrides``):
     what ``scripts/setup.sh`` runs so that the first ``curate`` does not pay for them. Returns
-    rater -> artifact folder. ``workers`` > 1: the two fastText raters are trained in worker processes
-    while this one builds the Edu / Wiki heads (and the embedder they need) and DSIR: the same artifacts
-    (each is made from its own spec, never from another's), built side by side."""
+    rater -> artifact folder. ``workers`` > 1: the slowest fastText raters (Ultra-FineWeb first) are trained in ``workers - 1``
+    worker processes while this one builds the Edu / Wiki heads (and the embedder they need), DSIR and any
+    fastText rater left: the same artifacts (each is made from its own spec, never from another's), built
+    side by side."""
     from curation.config_loader import compose_config
     from curation.paths import project_root
     from curation.scoring.config import scoring_config_from_dict
@@ -450,7 +451,12 @@ def _build_fasttext_artifact(name: str, cfg: "ScoringConfig", root: str) -> str:
 
 
 def _build_side_by_side(cfg: "ScoringConfig", embedding: Any, workers: int) -> None:
-    """The fastText raters in up to ``workers`` spawned processes (they die with this one), the rest here."""
+    """The slowest fastText raters in ``workers - 1`` spawned processes (they die with this one), the rest here.
+
+    This process is one of the ``workers``: on 2 cores the Ultra-FineWeb rater (~235 s alone, ~150 s of it
+    fastText's quantize(); the set-up's critical path) gets a process and a core to itself, and this one builds
+    the Edu / Wiki heads, DSIR and then the DCLM rater (~205 s together) beside it. Three processes on two cores
+    (both fastText raters in workers, as before) slowed the critical path by ~45 s."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -458,12 +464,12 @@ def _build_side_by_side(cfg: "ScoringConfig", embedding: Any, workers: int) -> N
 
     if cfg.pretrained_dir:
         return  # what a pretrained folder provides is not built; ensure_reference sorts out the rest
-    names = [n for n in ("fasttext_dclm", "fasttext_ultrafineweb")
-             if n in cfg.raters and not getattr(cfg, n).pretrained_path]
+    slowest_first = ("fasttext_ultrafineweb", "fasttext_dclm")
+    names = [n for n in slowest_first if n in cfg.raters and not getattr(cfg, n).pretrained_path][:workers - 1]
     if not names:
         return
     root = str(shared_model_root())
-    with ProcessPoolExecutor(min(workers, len(names)), mp_context=multiprocessing.get_context("spawn"),
+    with ProcessPoolExecutor(len(names), mp_context=multiprocessing.get_context("spawn"),
                              initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(_build_fasttext_artifact, name, cfg, root) for name in names]
         ensure_reference(replace(cfg, raters=[r for r in cfg.raters if r not in names]), embedding)
