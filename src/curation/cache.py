@@ -136,6 +136,12 @@ def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> None:
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as err:
+        if err.filename is None and err.errno is not None:
+            # pyarrow's and numpy's write errors name no file: a full disk would be reported without the
+            # file it stopped at (issue #39); the same error, with the file
+            raise OSError(err.errno, os.strerror(err.errno), str(path)) from err
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -60,6 +60,11 @@ def run(ctx: click.Context, **kwargs: Any) -> Any:
                 # Before the pipelines, the catalog and their imports: a busy namespace fails at once.
                 locks.acquire_early(root, early[0])
             KnownFailureFilter.install()  # a known failure is printed once, short
+            if kwargs.get("pipelines"):  # before Kedro imports curation.pipelines.<name> (an ImportError trace)
+                from curation.hydra_app import check_pipelines
+
+                names = kwargs["pipelines"]
+                check_pipelines([names] if isinstance(names, str) else list(names))
             return ctx.invoke(kedro_run, **kwargs)
         finally:
             locks.release_all()

@@ -59,6 +59,12 @@ class TrackingConfig:
         check(bool(self.experiment_name), "experiment_name", self.experiment_name, "a non-empty name")
 
 
+def _inside(namespace: str) -> bool:
+    """Whether ``namespace`` names a folder inside a data layer (``a``, ``a/multirun/b/0``), not ``..`` or ``/x``."""
+    parts = namespace.split("/")
+    return not namespace.startswith("/") and all(p not in ("", ".", "..") for p in parts)
+
+
 @dataclass
 class RunConfig:
     namespace: str = "default"  # sub-folder of each data layer for this run's outputs
@@ -69,6 +75,10 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         check(bool(self.namespace), "namespace", self.namespace, "a non-empty folder name")
+        # a namespace is a folder under each data layer: `..` or a leading / would write outside data/ (issue #39)
+        for key, value in (("namespace", self.namespace), ("input_namespace", self.input_namespace)):
+            check(value is None or _inside(str(value)), key, value,
+                  "a folder name inside each data layer (parts joined by /, none of them '..' or '.', no leading /)")
         at_least("seed", self.seed, 0)  # numpy refuses negative seeds
         at_least("torch_threads", self.torch_threads, 1, optional=True)
 

@@ -6,7 +6,7 @@ only bury that line under 80-160 lines of Kedro and Hydra frames, is shown only 
 ``HYDRA_FULL_ERROR=1`` or ``curate --verbose`` (``kedro run`` does the same: :mod:`curation.cli`).
 Anything else is a bug or an unforeseen failure and keeps its full trace.
 
-Known failures are :class:`UserError` and its subclasses (among them the config errors of
+Known failures are Hydra's composition errors (:func:`composition_message`), :class:`UserError` and its subclasses (among them the config errors of
 :mod:`curation.configuration`, the schema errors of :mod:`curation.data.validate` and the lineage
 errors of :mod:`curation.shards.lineage`: those modules import this one, never the reverse), and
 ``OSError`` for a full disk, an exhausted quota or a read-only file system. They are found anywhere
@@ -54,12 +54,63 @@ def _chain(err: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+def _one_line(text: str) -> str:
+    """Hydra's and OmegaConf's multi-line texts as one line: the ``full_key`` / ``object_type`` detail and
+    the config search path dropped (the key is already named), the rest joined."""
+    kept = []
+    for line in str(text).splitlines():
+        line = line.strip()
+        if line.startswith("Config search path"):
+            break
+        if line and not line.startswith(("full_key:", "object_type=", "See https://hydra.cc")):
+            kept.append(line.rstrip("."))
+    return ": ".join(kept)
+
+
+def composition_message(err: BaseException) -> str | None:
+    """One line for an override or a config that Hydra cannot compose (an unknown key or group option, a
+    value of the wrong type, an override that does not parse), with the fix; None for other errors.
+
+    Hydra prints these as 5 to 25 lines and exit status 1 under ``curate``, and ``kedro run`` as a
+    100-line trace; both are bad config, a known failure like any other (issue #39). Hydra is looked up in
+    ``sys.modules``: an error can only be Hydra's once Hydra is imported, and this module stays light.
+    """
+    hydra_errors = sys.modules.get("hydra.errors")
+    if hydra_errors is None:
+        return None
+    if isinstance(err, hydra_errors.MissingConfigException):
+        options = ", ".join(o for o in (getattr(err, "options", None) or []) if not o.startswith("_"))
+        where = _one_line(str(err)).split(": Available options")[0]
+        return (f"{where}. Fix: pick one of the options{': ' + options if options else ''} "
+                f"(the files of that folder under conf/).")
+    if isinstance(err, hydra_errors.OverrideParseException):
+        return (f"{_one_line(str(err))}. Fix: write each override as key=value (a new key as +key=value); quote "
+                f"values with spaces or brackets.")
+    if isinstance(err, hydra_errors.ConfigCompositionException):
+        cause = err.__cause__
+        text = _one_line(str(err).split("\nTo append to your config")[0])
+        if cause is not None:
+            text = f"{text}: {_one_line(str(cause))}"
+        kind = type(cause).__name__ if cause is not None else ""
+        if "KeyError" in kind or "not in struct" in text or "not in '" in text:
+            fix = "check the key's spelling against `curate --cfg job` (it prints every key and its value)"
+        elif "Validation" in kind or "converted" in text:
+            fix = "give the key a value of its type (`curate --cfg job` prints every key and its value)"
+        else:
+            fix = "correct the override (`curate --cfg job` prints the composed config)"
+        return f"{text}. Fix: {fix}."
+    return None
+
+
 def user_message(err: BaseException) -> str | None:
     """The short message for a known failure anywhere in ``err``'s chain of causes; None for others."""
     for cause in _chain(err):
         if isinstance(cause, UserError):
             text = str(cause)
             return text.strip() or type(cause).__name__
+        composition = composition_message(cause)
+        if composition is not None:
+            return composition
         if isinstance(cause, OSError) and cause.errno in _DISK:
             where = f" while writing {cause.filename}" if cause.filename else ""
             fix = ("free space (or point the outputs elsewhere: run from a copy of the project on a larger disk, "

@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from curation.config_loader import COMPOSED_KEY
+from curation.errors import UserError
 from curation.paths import project_root
 from curation.tracking.store import parent_run_from_env
 
@@ -33,6 +34,31 @@ def pipeline_names(value: str) -> list[str]:
     return names
 
 
+class UnknownPipelineError(UserError, ValueError):
+    """``pipeline=`` names a pipeline that does not exist."""
+
+
+def known_pipelines() -> list[str]:
+    """The pipelines Kedro's ``find_pipelines`` can register: one module per pipeline under
+    ``curation.pipelines``, and ``__default__``."""
+    import pkgutil
+
+    import curation.pipelines
+
+    return sorted({m.name for m in pkgutil.iter_modules(curation.pipelines.__path__)} | {"__default__"})
+
+
+def check_pipelines(names: list[str]) -> None:
+    """Refuse an unknown pipeline name before Kedro looks it up: Kedro 1.x imports
+    ``curation.pipelines.<name>`` for a requested name and fails with a 20-line ``ImportError`` trace
+    (issue #39: bad input gets one line naming the key and the fix)."""
+    known = known_pipelines()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UnknownPipelineError(f"pipeline={'+'.join(unknown)}: no such pipeline. Fix: name one of {', '.join(known)} "
+                                   f"(several joined by +, e.g. pipeline=ingest+scoring).")
+
+
 def run_kedro(params: dict[str, Any], *, project_path: Path | None = None, env: str | None = None) -> dict[str, Any]:
     """Run ``params["pipeline"]`` in a fresh KedroSession with ``params`` as its parameters."""
     from kedro.framework.project import configure_project, pipelines
@@ -42,6 +68,7 @@ def run_kedro(params: dict[str, Any], *, project_path: Path | None = None, env: 
     # preserve_logging: keep Hydra's job log handler (bootstrap_project would drop it).
     configure_project("curation", preserve_logging=True)
     names = pipeline_names(params.get("pipeline", "__default__"))
+    check_pipelines(names)
     # Kedro 1.x loads only the requested pipelines; ask for ours before looking them up.
     pipelines.set_requested(names)
     unknown = [n for n in names if n not in pipelines]
@@ -240,6 +267,32 @@ def namespace_from_config(argv: list[str], root: Path, conf: Path | None = None)
     return (str(namespace), bool(wait)) if namespace else None
 
 
+def composition_error(argv: list[str], conf: Path) -> str | None:
+    """The one-line message (:func:`curation.errors.composition_message`) when the overrides of a plain
+    ``curate`` call (no sweep, no option) do not compose with the real schemas; None when they do.
+
+    Hydra reports a composition error itself, as 5 to 25 lines and exit status 1, before our task runs;
+    composing once here (a fraction of a second, after the schemas are registered) turns it into the
+    same one line and exit status 2 as every other known failure. Sweeps and options (``-m``, ``--cfg``)
+    are left to Hydra."""
+    if any(arg.startswith("-") for arg in argv):
+        return None
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from curation.errors import composition_message
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
+            compose(config_name="config", overrides=list(argv), return_hydra_config=True)
+    except Exception as err:
+        return composition_message(err)
+    finally:
+        GlobalHydra.instance().clear()
+    return None
+
+
 def _refuse_busy(err: Exception) -> None:
     from curation.errors import format_failure, verbose
 
@@ -279,6 +332,12 @@ def main() -> None:
         loky_workers_die_with_parent()  # hydra/launcher=joblib: its workers end with curate
 
         register_configs()
+        from curation.errors import format_failure, verbose
+
+        message = None if verbose() else composition_error(sys.argv[1:], root / "conf")
+        if message is not None:
+            print(format_failure(message), file=sys.stderr, flush=True)
+            raise SystemExit(2)
         app = hydra.main(version_base="1.3", config_path=str(root / "conf"), config_name="config")(_task)
         app()
     finally:

@@ -96,6 +96,10 @@ class ValidationReport:
 
 def check_schema(frame: pd.DataFrame, config: ValidationConfig, source_name: str) -> None:
     """Raise :class:`SchemaError` naming ``source_name`` and the missing column."""
+    if frame.empty and not len(frame.columns):
+        # a 0-byte file: "column 'id' is missing, set data.id_column" would send the user to the config
+        raise SchemaError(f"{source_name}: the file is empty (no row, no column). Fix: remove it from data.path, "
+                          "or replace it with a complete copy if a copy or download was interrupted.")
     for col in (config.id_column, config.text_column):
         if col not in frame.columns:
             raise SchemaError(
@@ -104,6 +108,14 @@ def check_schema(frame: pd.DataFrame, config: ValidationConfig, source_name: str
                 f"Set data.{'id' if col == config.id_column else 'text'}_column in the config "
                 "if your corpus names it differently."
             )
+    text = frame[config.text_column]
+    if text.notna().any() and (pd.api.types.is_numeric_dtype(text.dtype) or pd.api.types.is_bool_dtype(text.dtype)):
+        # numbers or flags are not documents: kept, they would be stringified into "0", "1", ... and scored
+        # as text without a word said (issue #39: a wrong type is named, not silently converted)
+        raise SchemaError(
+            f"{source_name}: the text column {config.text_column!r} holds {text.dtype} values, not text "
+            f"(columns present: {sorted(map(str, frame.columns))}). Fix: set data.text_column to the column "
+            f"that holds the documents' text.")
 
 
 def _decode(value: object) -> tuple[str | None, bool]:

@@ -8,6 +8,7 @@ dataset (kedro-datasets' ``pandas.ParquetDataset``, or our tolerant
 from __future__ import annotations
 
 import glob as _glob
+from functools import partial
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -28,7 +29,8 @@ def _infer_format(names: list[str]) -> str:
         return "jsonl"
     raise CorpusFormatError(
         "data.path matches no parquet (.parquet) or jsonl (.jsonl, .jsonl.gz, .jsonl.zst) files: "
-        f"{names[:5]}{' ...' if len(names) > 5 else ''}"
+        f"{names[:5]}{' ...' if len(names) > 5 else ''}. Fix: point data.path at .parquet or .jsonl files, a "
+        "folder of them or a glob (docs/data.md)"
     )
 
 
@@ -38,6 +40,36 @@ class CorpusPathError(UserError, FileNotFoundError):
 
 class CorpusFormatError(UserError, ValueError):
     """``data.path`` holds files, but none in a format the corpus reader knows."""
+
+
+class CorpusReadError(UserError, ValueError):
+    """A shard of the corpus cannot be read in its format: empty, corrupt or cut short (a copy or a
+    download that was interrupted)."""
+
+
+def _first_line(err: BaseException) -> str:
+    """The reader's own reason, without Kedro's ``Failed while loading data from dataset ...`` preamble."""
+    cause: BaseException = err
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    return lines[0] if lines else type(cause).__name__
+
+
+def _load_checked(load, name: str, fmt: str):
+    """``load()`` of one shard, with a reader's failure turned into one line naming the file (issue #39):
+    pyarrow's "Parquet magic bytes not found" or gzip's "Unknown compression method" under a 30-line trace
+    does not say which of a thousand shards is broken or what to do about it. (A module-level function
+    under ``functools.partial``: worker processes receive it pickled.)"""
+    try:
+        return load()
+    except UserError:
+        raise
+    except Exception as err:
+        raise CorpusReadError(
+            f"{name}: cannot be read as {fmt} ({_first_line(err)}). Fix: replace the file with a complete "
+            f"copy (an interrupted copy or download leaves it cut short), remove it from data.path, or set "
+            f"data.format if it is not {fmt}.") from err
 
 
 class CorpusShardsDataset(PartitionedDataset):
@@ -68,6 +100,7 @@ class CorpusShardsDataset(PartitionedDataset):
         if format not in ("auto", "parquet", "jsonl"):
             raise ValueError(f"data.format must be auto, parquet or jsonl, got {format!r}")
         self._pattern = path if _glob.has_magic(path) else None
+        self._given = path  # data.path as the user wrote it (a single file's folder becomes the root below)
         self._file: str | None = None
         prefix = path.split("://", 1)[0] + "://" if "://" in path else ""
         bare = path.split("://", 1)[-1]
@@ -118,7 +151,8 @@ class CorpusShardsDataset(PartitionedDataset):
                 "curation.datasets.jsonl.JSONLinesDataset", self._shard_load_args)
         self._cached_partitions = [f for f in files if f.endswith(suffixes)]
         if not self._cached_partitions:
-            raise CorpusPathError(f"no {fmt} shards under data.path={self._pattern or self._path}")
+            raise CorpusPathError(f"no {fmt} shards under data.path={self._given}. Fix: point "
+                                  f"data.path at {fmt} files, or set data.format to the files' format")
         self._format = fmt
         return self._cached_partitions
 
@@ -131,4 +165,5 @@ class CorpusShardsDataset(PartitionedDataset):
 
     def load(self) -> dict[str, Any]:
         self._list_partitions()
-        return dict(sorted(super().load().items()))
+        fmt = self._format
+        return {name: partial(_load_checked, load, name, fmt) for name, load in sorted(super().load().items())}

@@ -56,7 +56,17 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from curation.errors import UserError
 from curation.pretraining.megatron import MODELS, TRAINING
+
+
+class LaunchInputError(UserError, ValueError):
+    """An input of ``curate-megatron`` (``--input``, ``--tokenizer``) that is missing, unreadable or holds no
+    documents: one line naming the file and the fix instead of a pyarrow or tokenizers trace (issue #39)."""
+
+
+INPUT_KINDS = ("a parquet file of documents, a sharded documents folder (manifest.json, e.g. "
+               "data/07_model_output/<namespace>/selected_documents) or a packed token folder (index.json)")
 
 # --- tokenizer -------------------------------------------------------------------------------------
 
@@ -65,7 +75,16 @@ def load_hf_tokenizer(path: str | Path):
     """A ``tokenizers`` tokenizer.json (ours, or e.g. Qwen2.5's) that defines ``<|endoftext|>``."""
     from curation.lm import load_tokenizer
 
-    return load_tokenizer(path)
+    if not Path(path).is_file():
+        raise LaunchInputError(f"--tokenizer {path}: no such file. Fix: give the tokenizer.json the data was (or is "
+                               f"to be) converted with, e.g. data/06_models/<namespace>/tokenizer.json")
+    try:
+        return load_tokenizer(path)
+    except Exception as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise LaunchInputError(f"--tokenizer {path}: cannot be read as a tokenizer.json with <|endoftext|> "
+                               f"({reason}). Fix: give a tokenizers-library tokenizer.json (e.g. the pretrain "
+                               f"pipeline's data/06_models/<namespace>/tokenizer.json, or Qwen2.5's)") from err
 
 
 def megatron_tokenizer(path: str | Path):
@@ -123,15 +142,33 @@ class ConversionStats:
     seconds: float
 
 
-def _documents_from_parquet(path: Path, text_column: str, tokenizer, batch_size: int = 512) -> Iterator[np.ndarray]:
+def _parquet(path: Path, text_column: str):
+    """``path`` opened as parquet, its ``text_column`` checked to be text (one line naming the file otherwise)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    try:
+        handle = pq.ParquetFile(path)
+    except Exception as err:
+        raise LaunchInputError(f"--input {path}: cannot be read as parquet ({str(err).strip() or type(err).__name__})."
+                               f" Fix: give {INPUT_KINDS}; a file cut short by an interrupted copy must be copied "
+                               f"again") from err
+    names = handle.schema_arrow.names
+    if text_column not in names:
+        raise LaunchInputError(f"--input {path} has no column {text_column!r} (columns: {names}). Fix: name the "
+                               f"documents' text column with --text-column")
+    kind = handle.schema_arrow.field(text_column).type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise LaunchInputError(f"--input {path}: column {text_column!r} holds {kind} values, not text. Fix: name "
+                               f"the documents' text column with --text-column")
+    return handle
+
+
+def _documents_from_parquet(path: Path, text_column: str, tokenizer, batch_size: int = 512) -> Iterator[np.ndarray]:
     from curation.lm import eos_id
 
     eod = eos_id(tokenizer)
-    handle = pq.ParquetFile(path)
-    if text_column not in handle.schema_arrow.names:
-        raise KeyError(f"{path} has no column {text_column!r}; columns: {handle.schema_arrow.names}")
+    handle = _parquet(path, text_column)
     for batch in handle.iter_batches(batch_size=batch_size, columns=[text_column]):
         texts = [t for t in batch.column(0).to_pylist() if t]
         for encoding in tokenizer.encode_batch(texts, add_special_tokens=False):
@@ -165,6 +202,9 @@ def convert(input_path: str | Path, output_prefix: str | Path, tokenizer_path: O
     t0 = time.perf_counter()
     source = Path(input_path)
     sharded = source.is_dir() and (source / "manifest.json").is_file()
+    if not source.exists() or (source.is_dir() and not sharded and not (source / "index.json").is_file()):
+        what = "no such file or folder" if not source.exists() else "a folder without manifest.json or index.json"
+        raise LaunchInputError(f"--input {source}: {what}. Fix: give {INPUT_KINDS}")
     if source.is_dir() and not sharded:
         from curation.lm.packing import PackedDataset
 
@@ -173,7 +213,8 @@ def convert(input_path: str | Path, output_prefix: str | Path, tokenizer_path: O
         documents = _documents_from_packed(source)
     else:
         if tokenizer_path is None:
-            raise ValueError("a parquet or sharded documents input needs --tokenizer")
+            raise LaunchInputError(f"--input {source} holds documents (text): converting them needs --tokenizer. Fix: "
+                                   f"add --tokenizer <tokenizer.json>")
         from curation.lm import eos_id
 
         tokenizer = load_hf_tokenizer(tokenizer_path)
@@ -185,23 +226,38 @@ def convert(input_path: str | Path, output_prefix: str | Path, tokenizer_path: O
             documents = (doc for name in shards.names
                          for doc in _documents_from_parquet(shards.shard_path(name), text_column, tokenizer))
         else:
+            _parquet(source, text_column)  # before any output: a bad input leaves nothing behind
             documents = _documents_from_parquet(source, text_column, tokenizer)
     dtype = DType.optimal_dtype(vocab_size)
     prefix = Path(output_prefix)
+    made = [p for p in reversed(prefix.parents) if not p.exists()]  # folders this call creates
     prefix.parent.mkdir(parents=True, exist_ok=True)
     tmp = prefix.with_name(f".{prefix.name}.tmp-{uuid.uuid4().hex[:8]}")
-    builder = IndexedDatasetBuilder(f"{tmp}.bin", dtype=dtype)
     n_docs = n_tokens = 0
     try:
+        builder = IndexedDatasetBuilder(f"{tmp}.bin", dtype=dtype)
         for doc in documents:
             builder.add_document(doc, [len(doc)])  # a numpy array: the builder casts it to `dtype`
             n_docs += 1
             n_tokens += len(doc)
         builder.finalize(f"{tmp}.idx")
         if n_docs == 0:
-            raise ValueError(f"{source} has no documents")
+            raise LaunchInputError(f"--input {source} has no documents (no row with text). Fix: convert a selection "
+                                   f"that holds documents")
         os.replace(f"{tmp}.bin", f"{prefix}.bin")
         os.replace(f"{tmp}.idx", f"{prefix}.idx")  # last: a prefix with an .idx is complete
+    except BaseException as err:
+        for ext in (".bin", ".idx"):
+            Path(f"{tmp}{ext}").unlink(missing_ok=True)
+        for folder in reversed(made):  # a failed conversion leaves no folder it made either
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+            # a write through the builder's handle names no file: name the output (a full disk, issue #39)
+            raise OSError(err.errno, os.strerror(err.errno), f"{prefix}.bin") from err
+        raise
     finally:
         for ext in (".bin", ".idx"):
             Path(f"{tmp}{ext}").unlink(missing_ok=True)
@@ -999,6 +1055,26 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    """The ``curate-megatron`` command. A known failure (a missing or unreadable input, a full disk:
+    :func:`curation.errors.user_message`) ends with one ``curate-megatron: error: ...`` line and exit status 2,
+    as ``curate`` and ``kedro run`` do; the trace with ``--verbose`` or ``HYDRA_FULL_ERROR=1``."""
+    from curation.errors import VERBOSE_ENV, format_failure, user_message, verbose
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--verbose" in argv:
+        argv.remove("--verbose")
+        os.environ[VERBOSE_ENV] = "1"
+    try:
+        return _main(argv)
+    except Exception as err:
+        message = user_message(err)
+        if message is None or verbose():
+            raise
+        print(format_failure(message, "curate-megatron"), file=sys.stderr, flush=True)
+        return 2
+
+
+def _main(argv: list[str]) -> int:
     import warnings
 
     args = parser().parse_args(argv)

@@ -1,0 +1,468 @@
+"""Bad input, all of it (issue #39, item 3): one table of bad inputs across ``curate``, ``kedro run`` and
+``curate-megatron``.
+
+Each case gets either
+
+- **a refusal**: a non-zero exit, one short line that names the file, row or key and the fix (matched by the
+  case's ``expect``), no Python trace, and nothing new in the namespace (every ``data/<layer>/<namespace>``
+  folder, which holds a file of an earlier run, is byte for byte as before; for ``curate-megatron``, its
+  output folder), or
+- **the documented counted handling**: the run succeeds and the row is dropped with its reason in the
+  namespace's ``rejected_documents`` (``id, reason, source_file, row, line``), as ingest does.
+
+Inputs are made from the bundled corpus (a few real documents), with garbage bytes or cut files for
+corruption. How a case runs: the test process imports what the three commands import once (Hydra's schemas,
+Kedro, MLflow, pyarrow, megatron-core: about 10 s), then each case is one invocation of the command's entry
+point (the function its console script calls: ``curation.hydra_app:main``, ``kedro.framework.cli:main``,
+``curation.pretraining.launch:main``) in a process forked from it, with its own argv, environment, working
+directory, stdout and stderr; its exit status is the process's. So a case costs its own work (0.2-3 s), not the
+~10 s of imports a fresh ``curate`` pays before it composes; that the console scripts themselves print the same
+lines is checked on real subprocesses by test_user_errors.py, test_namespace_lock.py and
+test_plain_corpus_pipelines.py.
+
+A full disk and a read-only file system are real: a 96 KiB tmpfs (read-only for the second) mounted over the
+data layer the run writes; where the machine does not let the test mount one (not root, no CAP_SYS_ADMIN),
+those cases are skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import pytest
+
+from tests.conftest import CORPUS_SHARDS, make_project
+
+pytestmark = pytest.mark.slow  # runs the three commands on real inputs
+
+DOCS = 12
+EARLIER = "earlier-run.txt"  # a file an earlier run left in every layer of the namespace
+
+
+# --- the inputs ---------------------------------------------------------------------------------------------
+
+
+def _make_inputs(folder: Path) -> Path:
+    """Every bad input of the table, from the first documents of the bundled corpus."""
+    folder.mkdir(parents=True)
+    docs = pd.read_parquet(CORPUS_SHARDS[0], columns=["id", "text"]).head(200)
+    head = docs.head(DOCS).reset_index(drop=True)
+    head.to_parquet(folder / "good.parquet")
+    docs.to_parquet(folder / "big.parquet")  # ~0.6 MB: more than the full disk's 96 KiB
+    good = (folder / "good.parquet").read_bytes()
+    (folder / "zero.parquet").write_bytes(b"")
+    (folder / "garbage.parquet").write_bytes(b"PAR1" + bytes(range(256)) * 2)
+    (folder / "trunc.parquet").write_bytes(good[: len(good) // 2])  # a copy interrupted half-way
+    head.head(0).to_parquet(folder / "zerorows.parquet")
+    head.head(1).to_parquet(folder / "one.parquet")
+    head.rename(columns={"text": "body"}).to_parquet(folder / "notext.parquet")
+    head.assign(text=range(DOCS)).to_parquet(folder / "inttext.parquet")
+    head.assign(id=[[i, i] for i in range(DOCS)]).to_parquet(folder / "listid.parquet")
+    head.assign(text=[t.encode("utf-16") for t in head["text"]]).to_parquet(folder / "utf16.parquet")
+    head.assign(id=[None, ""] + list(head["id"][2:]),
+                text=list(head["text"][:2]) + ["   ", None] + list(head["text"][4:])).to_parquet(
+        folder / "blanks.parquet")
+    (folder / "dup").mkdir()  # two shards that share ids 4..7
+    head.head(8).to_parquet(folder / "dup" / "a.parquet")
+    head.iloc[4:].to_parquet(folder / "dup" / "b.parquet")
+    lines = [json.dumps({"id": r.id, "text": r.text}) for r in head.itertuples()]
+    (folder / "empty.jsonl").write_bytes(b"")
+    (folder / "cut.jsonl").write_text("\n".join(lines[:6]) + "\n" + lines[6][: len(lines[6]) // 2])  # killed writer
+    raw = [line.encode() for line in lines[:6]]
+    at = raw[2].index(b'"text": "') + 20
+    raw[2] = raw[2][:at] + b"\xff\xfe" + raw[2][at:]  # line 3: bytes in its text that are not UTF-8
+    (folder / "latin.jsonl").write_bytes(b"\n".join(raw) + b"\n")
+    (folder / "array.jsonl").write_text("[1, 2]\n\"a string\"\n")
+    (folder / "bad.jsonl.gz").write_bytes(b"\x1f\x8b" + bytes(range(100)))
+    (folder / "table.csv").write_text("id,text\na,b\n")
+    (folder / "emptydir").mkdir()
+    (folder / "badtok.json").write_text('{"not": "a tokenizer"')
+    from curation.lm import train_tokenizer
+
+    train_tokenizer(docs["text"].head(40).tolist(), vocab_size=600).save(str(folder / "tokenizer.json"))
+    return folder
+
+
+# --- the table ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    cli: str  # curate | kedro | megatron
+    args: Callable[[Path, Path], list[str]]  # (inputs, project) -> the arguments after the command
+    expect: str  # regex: the one-line message (a refusal) or the drop reason (counted)
+    exit: int = 2  # 0: counted handling
+    drops: dict[str, int] = field(default_factory=dict)  # counted: reason -> rows in rejected_documents
+    source_file: str | None = None  # counted: the file the drops name
+    setup: str | None = None  # held | full_disk | read_only
+
+
+# the cheapest run that reads the corpus: ingest alone, in the driver, without MLflow and the text dedup
+CURATE = ["pipeline=ingest", "tracking.enabled=false", "data.workers=1", "data.decontaminate=off",
+          "data.dedup.exact=false", "data.dedup.fuzzy=false"]
+KEDRO_PARAMS = "tracking.enabled=false,data.workers=1,data.dedup.exact=false,data.dedup.fuzzy=false"
+FIX = r".*Fix"
+
+
+def curate(*extra: str) -> Callable[[Path, Path], list[str]]:
+    return lambda inp, root: [*CURATE, *(e.format(inp=inp, root=root) for e in extra)]
+
+
+def kedro(pipeline: str, params: str, *extra: str) -> Callable[[Path, Path], list[str]]:
+    return lambda inp, root: ["run", "--pipelines", pipeline, "--params",
+                              ",".join(p for p in (KEDRO_PARAMS, params.format(inp=inp)) if p), *extra]
+
+
+def megatron(*args: str) -> Callable[[Path, Path], list[str]]:
+    return lambda inp, root: [a.format(inp=inp, out=root / "megatron") for a in args]
+
+
+CONVERT = ("convert", "--output-prefix", "{out}/sel")
+TOKENIZER = ("--tokenizer", "{inp}/tokenizer.json")
+
+CASES = [
+    # curate: files
+    Case("missing_path", "curate", curate("data.path={inp}/nope.parquet"),
+         r"data\.path does not exist: \S*nope\.parquet\. Fix: give data\.path"),
+    Case("glob_matches_nothing", "curate", curate("data.path={inp}/*.nomatch.parquet"),
+         r"data\.path matches no parquet .* files: \[\]\. Fix: point data\.path at"),
+    Case("empty_folder", "curate", curate("data.path={inp}/emptydir"), r"data\.path matches no parquet" + FIX),
+    Case("csv_file", "curate", curate("data.path={inp}/table.csv"),
+         r"data\.path matches no parquet .*table\.csv'\]\. Fix: point data\.path at"),
+    Case("format_forced_wrong", "curate", curate("data.path={inp}/cut.jsonl", "data.format=parquet"),
+         r"no parquet shards under data\.path=\S*cut\.jsonl\. Fix: .*data\.format"),
+    Case("zero_byte_parquet", "curate", curate("data.path={inp}/zero.parquet"),
+         r"zero\.parquet: cannot be read as parquet \(.*0 bytes\)\. Fix: replace the file"),
+    Case("garbage_parquet", "curate", curate("data.path={inp}/garbage.parquet"),
+         r"garbage\.parquet: cannot be read as parquet \(.*magic bytes.*\)\. Fix: replace the file"),
+    Case("truncated_parquet", "curate", curate("data.path={inp}/trunc.parquet"),
+         r"trunc\.parquet: cannot be read as parquet .*Fix: replace the file with a complete copy"),
+    Case("corrupt_gzip_jsonl", "curate", curate("data.path={inp}/bad.jsonl.gz"),
+         r"bad\.jsonl\.gz: cannot be read as jsonl \(.*\)\. Fix: replace the file"),
+    Case("zero_byte_jsonl", "curate", curate("data.path={inp}/empty.jsonl"),
+         r"empty\.jsonl: the file is empty \(no row, no column\)\. Fix: remove it from data\.path"),
+    Case("parquet_of_zero_rows", "curate", curate("data.path={inp}/zerorows.parquet"),
+         r"zerorows\.parquet: no document to select from: .* 0 rows\. Fix: point data\.path at files with rows"),
+    Case("jsonl_lines_not_objects", "curate", curate("data.path={inp}/array.jsonl"),
+         r"array\.jsonl: required column 'id' is missing \(columns present: \['0', '1'.*Set data\.id_column"),
+    # curate: columns and types
+    Case("text_column_missing", "curate", curate("data.path={inp}/notext.parquet"),
+         r"notext\.parquet: required column 'text' is missing .*Set data\.text_column"),
+    Case("id_column_misnamed", "curate", curate("data.path={inp}/good.parquet", "data.id_column=doc_id"),
+         r"good\.parquet: required column 'doc_id' is missing .*Set data\.id_column"),
+    Case("text_column_of_numbers", "curate", curate("data.path={inp}/inttext.parquet"),
+         r"inttext\.parquet: the text column 'text' holds int64 values, not text .*Fix: set data\.text_column"),
+    Case("id_that_is_a_list", "curate", curate("data.path={inp}/listid.parquet"),
+         r"listid\.parquet: row 0 \(counted from 0\): the id \('id'\) is a list.*Fix: set data\.id_column"),
+    Case("every_text_not_utf8", "curate", curate("data.path={inp}/utf16.parquet"),
+         r"utf16\.parquet: no document survived ingestion: 12 rows .*\(invalid_utf8 12\)\. Fix: check that the text "
+         r"is UTF-8"),
+    Case("every_document_too_long", "curate", curate("data.path={inp}/good.parquet", "data.max_chars=10"),
+         r"good\.parquet: no document survived .*\(too_long 12\)\. Fix: check that data\.max_chars"),
+    # curate: config
+    Case("unknown_key", "curate", curate("data.bogus=1"),
+         r"Could not override 'data\.bogus': Key 'bogus' not in 'DataConfig'\. Fix: check the key's spelling"),
+    Case("unknown_top_level_key", "curate", curate("bogus=1"),
+         r"Could not override 'bogus': Key 'bogus' is not in struct\. Fix: check the key's spelling"),
+    Case("wrong_type", "curate", curate("data.max_docs=five"),
+         r"override data\.max_docs=five: Value 'five' of type 'str' could not be converted to Integer\. Fix: give "
+         r"the key a value of its type"),
+    Case("out_of_range", "curate", curate("data.max_docs=-5"), r"data\.max_docs=-5: must be >= 1 or null"),
+    Case("not_an_option_value", "curate", curate("data.format=xml"),
+         r"data\.format='xml': must be one of 'auto', 'parquet', 'jsonl'"),
+    Case("unknown_group_option", "curate", curate("selection=nope"),
+         r"Could not find 'selection/nope'\. Fix: pick one of the options: datamask, .*topk_quality"),
+    Case("unknown_experiment", "curate", curate("experiment=nope"),
+         r"Could not find 'experiment/nope'\. Fix: pick one of the options: decide, .*table2"),
+    Case("unknown_pipeline", "curate", curate("pipeline=nope"),
+         r"pipeline=nope: no such pipeline\. Fix: name one of __default__, .*ingest"),
+    Case("override_without_value", "curate", curate("data.max_docs"),
+         r"Error parsing override 'data\.max_docs': .*Fix: write each override as key=value"),
+    Case("namespace_outside_data", "curate", curate("data.path={inp}/good.parquet", "run.namespace=../../escape"),
+         r"run\.namespace='\.\./\.\./escape': must be a folder name inside each data layer"),
+    # curate: the namespace and the disk
+    Case("held_namespace", "curate", curate("data.path={inp}/good.parquet"),
+         r"namespace '\w+' is in use by the run pid \d+ .*run\.wait_for_lock=true", setup="held"),
+    Case("inputs_not_made_yet", "curate", curate("pipeline=pruning"),
+         r"pipeline=pruning reads scores and embeddings from namespace '\w+', which has no ingested documents yet: "
+         r"run the default job there first"),
+    Case("full_disk", "curate", curate("data.path={inp}/big.parquet"),
+         r"the disk is full while writing \S+ \(No space left on device\)\. Fix: free space", setup="full_disk"),
+    Case("read_only_disk", "curate", curate("data.path={inp}/good.parquet"),
+         r"the file system is read-only while writing \S+ .*Fix: make the project's data/ folder writable",
+         setup="read_only"),
+    # curate: counted handling (the run goes on, each drop with its reason, file, row and line)
+    Case("non_utf8_line", "curate", curate("data.path={inp}/latin.jsonl"), r"invalid_utf8", exit=0,
+         drops={"invalid_utf8": 1}, source_file="latin.jsonl"),
+    Case("jsonl_cut_by_a_killed_writer", "curate", curate("data.path={inp}/cut.jsonl"), r"invalid_json", exit=0,
+         drops={"invalid_json": 1}, source_file="cut.jsonl"),
+    Case("huge_documents", "curate", curate("data.path={inp}/good.parquet", "data.max_chars=3000"), r"too_long",
+         exit=0, drops={"too_long": None}, source_file="good.parquet"),
+    Case("duplicate_ids_across_shards", "curate", curate("data.path={inp}/dup"),
+         r"duplicate_id", exit=0, drops={"duplicate_id": 4}, source_file="b.parquet"),
+    Case("blank_text_and_missing_ids", "curate", curate("data.path={inp}/blanks.parquet"),
+         r"missing_id|empty_text", exit=0, drops={"missing_id": 2, "empty_text": 2}, source_file="blanks.parquet"),
+    Case("corpus_of_one_document", "curate", curate("data.path={inp}/one.parquet"), r"kept +1 ", exit=0),
+    # kedro run
+    Case("kedro_unknown_key", "kedro", kedro("ingest", "data.bogus=1"),
+         r"Could not override 'data\.bogus': Key 'bogus' not in 'DataConfig'\. Fix"),
+    Case("kedro_wrong_type", "kedro", kedro("ingest", "data.max_docs=five"),
+         r"data\.max_docs=five: Value 'five' of type 'str' could not be converted to Integer\. Fix"),
+    Case("kedro_out_of_range", "kedro", kedro("ingest", "data.max_docs=-3"), r"data\.max_docs=-3: must be >= 1"),
+    Case("kedro_unknown_group_option", "kedro", kedro("ingest", "selection=nope"),
+         r"Could not find 'selection/nope'\. Fix: pick one of the options"),
+    Case("kedro_params_without_value", "kedro", kedro("ingest", "data.max_docs"),
+         r"Item `data\.max_docs` must contain a key and a value separated by `=`"),
+    Case("kedro_unknown_option", "kedro", kedro("ingest", "", "--bogus-option"), r"No such option '--bogus-option'"),
+    Case("kedro_unknown_pipeline", "kedro", kedro("nope", ""),
+         r"pipeline=nope: no such pipeline\. Fix: name one of __default__, .*ingest"),
+    Case("kedro_missing_path", "kedro", kedro("ingest", "data.path={inp}/nope.parquet"),
+         r"data\.path does not exist: \S*nope\.parquet\. Fix"),
+    Case("kedro_garbage_parquet", "kedro", kedro("ingest", "data.path={inp}/garbage.parquet"),
+         r"garbage\.parquet: cannot be read as parquet .*Fix"),
+    Case("kedro_held_namespace", "kedro", kedro("ingest", "data.path={inp}/good.parquet"),
+         r"namespace '\w+' is in use by the run pid \d+", setup="held"),
+    Case("kedro_inputs_not_made_yet", "kedro", kedro("pruning", ""),
+         r"pipeline=pruning reads scores and embeddings from namespace '\w+'"),
+    Case("kedro_duplicate_ids_across_shards", "kedro",
+         kedro("ingest", "data.path={inp}/dup"), r"duplicate_id",
+         exit=0, drops={"duplicate_id": 4}, source_file="b.parquet"),
+    # curate-megatron
+    Case("megatron_missing_input", "megatron", megatron(*CONVERT, "--input", "{inp}/nope.parquet", *TOKENIZER),
+         r"--input \S*nope\.parquet: no such file or folder\. Fix: give a parquet file"),
+    Case("megatron_garbage_parquet", "megatron", megatron(*CONVERT, "--input", "{inp}/garbage.parquet", *TOKENIZER),
+         r"--input \S*garbage\.parquet: cannot be read as parquet .*Fix"),
+    Case("megatron_truncated_parquet", "megatron", megatron(*CONVERT, "--input", "{inp}/trunc.parquet", *TOKENIZER),
+         r"--input \S*trunc\.parquet: cannot be read as parquet .*copied again"),
+    Case("megatron_folder_not_a_dataset", "megatron", megatron(*CONVERT, "--input", "{inp}/emptydir"),
+         r"--input \S*emptydir: a folder without manifest\.json or index\.json\. Fix"),
+    Case("megatron_no_tokenizer", "megatron", megatron(*CONVERT, "--input", "{inp}/good.parquet"),
+         r"--input \S*good\.parquet holds documents .* needs --tokenizer\. Fix: add --tokenizer"),
+    Case("megatron_missing_tokenizer", "megatron",
+         megatron(*CONVERT, "--input", "{inp}/good.parquet", "--tokenizer", "{inp}/nope.json"),
+         r"--tokenizer \S*nope\.json: no such file\. Fix"),
+    Case("megatron_corrupt_tokenizer", "megatron",
+         megatron(*CONVERT, "--input", "{inp}/good.parquet", "--tokenizer", "{inp}/badtok.json"),
+         r"--tokenizer \S*badtok\.json: cannot be read as a tokenizer\.json .*Fix"),
+    Case("megatron_text_column_missing", "megatron",
+         megatron(*CONVERT, "--input", "{inp}/notext.parquet", *TOKENIZER),
+         r"--input \S*notext\.parquet has no column 'text' \(columns: .*\)\. Fix: .*--text-column"),
+    Case("megatron_text_column_of_numbers", "megatron",
+         megatron(*CONVERT, "--input", "{inp}/inttext.parquet", *TOKENIZER),
+         r"--input \S*inttext\.parquet: column 'text' holds int64 values, not text\. Fix"),
+    Case("megatron_zero_rows", "megatron", megatron(*CONVERT, "--input", "{inp}/zerorows.parquet", *TOKENIZER),
+         r"--input \S*zerorows\.parquet has no documents .*Fix"),
+    Case("megatron_unknown_model", "megatron", megatron("train", "--model", "nope", "--dry-run"),
+         r"argument --model: invalid choice: 'nope' \(choose from .*tiny_dense"),
+    Case("megatron_wrong_type", "megatron",
+         megatron("train", "--model", "tiny_dense", "--dry-run", "--global-batch-size", "abc"),
+         r"argument --global-batch-size: invalid int value: 'abc'"),
+    Case("megatron_no_indexed_dataset", "megatron",
+         megatron("train", "--model", "tiny_dense", "--dry-run", "--train-iters", "1", "--seq-length", "64",
+                  "--data-prefix", "{out}/none"),
+         r"no indexed dataset at \S*none\(\.bin/\.idx\): run `curate-megatron convert`", exit=1),
+    Case("megatron_not_a_checkpoint", "megatron", megatron("export", "--load", "{inp}/emptydir", "--output", "{out}/m"),
+         r"no latest\.json in \S*emptydir: not a curate-megatron checkpoint folder", exit=1),
+    Case("megatron_full_disk", "megatron", megatron(*CONVERT, "--input", "{inp}/big.parquet", *TOKENIZER),
+         r"the disk is full while writing \S+ \(No space left on device\)\. Fix: free space", setup="full_disk"),
+]
+
+
+# --- running one case ---------------------------------------------------------------------------------------
+
+ENTRY = {"curate": ("curate", "curation.hydra_app"), "kedro": ("kedro", "kedro.framework.cli"),
+         "megatron": ("curate-megatron", "curation.pretraining.launch")}
+
+
+def _entry_point(cli: str, argv: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> None:
+    """The forked process: the command's console-script function with ``argv``, its streams in files."""
+    for fd, path in ((1, out), (2, err)):
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(handle, fd)
+        os.close(handle)
+    sys.stdout = open(1, "w", closefd=False, buffering=1)
+    sys.stderr = open(2, "w", closefd=False, buffering=1)
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    prog, module = ENTRY[cli]
+    sys.argv = [prog, *argv]
+    import importlib
+
+    code = importlib.import_module(module).main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    raise SystemExit(code)  # multiprocessing makes it the exit status, and prints a trace for anything else
+
+
+@dataclass
+class Result:
+    exit: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def invoke(cli: str, argv: list[str], root: Path, logs: Path, env: dict[str, str]) -> Result:
+    out, err = logs / "stdout.txt", logs / "stderr.txt"
+    process = multiprocessing.get_context("fork").Process(
+        target=_entry_point, args=(cli, argv, str(root), env, str(out), str(err)))
+    started = time.monotonic()
+    process.start()
+    process.join(300)
+    if process.exitcode is None:
+        process.kill()
+        process.join()
+        pytest.fail(f"{cli} {argv} did not end in 300 s")
+    return Result(process.exitcode, out.read_text(errors="replace"), err.read_text(errors="replace"),
+                  time.monotonic() - started)
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory) -> tuple[Path, Path]:
+    """(inputs, project), and what the three commands import, imported once."""
+    import importlib
+    import pkgutil
+
+    from curation.config_schema import register_configs
+
+    register_configs()
+    import curation.pipelines
+
+    for module in ("curation.hydra_app", "curation.cli", "curation.settings", "curation.runtime_hooks",
+                   "curation.tracking.hooks", "curation.tracking.hydra_callbacks", "curation.datasets",
+                   "kedro.framework.cli", "kedro.framework.session", "kedro_datasets.pandas",
+                   "kedro_datasets.partitions", "mlflow", "curation.pretraining.launch",
+                   "megatron.core.datasets.indexed_dataset", "curation.lm", "curation.shards.ingest",
+                   *(f"curation.pipelines.{m.name}" for m in pkgutil.iter_modules(curation.pipelines.__path__))):
+        importlib.import_module(module)
+    base = tmp_path_factory.mktemp("bad_inputs")
+    return _make_inputs(base / "inputs"), make_project(base / "project")
+
+
+LAYERS = ("02_intermediate", "03_primary", "04_feature", "05_model_input", "06_models", "07_model_output",
+          "08_reporting")
+
+
+def _snapshot(folders: list[Path]) -> dict[str, tuple[int, int]]:
+    files = {}
+    for folder in folders:
+        for path in folder.rglob("*") if folder.exists() else ():
+            if path.is_file() or path.is_symlink():
+                st = path.lstat()
+                files[str(path)] = (st.st_size, st.st_mtime_ns)
+        if folder.exists():
+            files[str(folder)] = (0, 0)
+    return files
+
+
+def _mount_tmpfs(where: Path, read_only: bool) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    options = "size=96k,ro" if read_only else "size=96k"
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"a full disk needs a small tmpfs, and this machine does not let the test mount one: "
+                    f"{done.stderr.strip()}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input(case: Case, bench, tmp_path):
+    inputs, root = bench
+    namespace = f"bad_{case.name}"[:60]
+    argv = case.args(inputs, root)
+    if case.cli == "kedro":
+        argv[argv.index("--params") + 1] += f",run.namespace={namespace}"
+    elif case.cli == "curate" and not any(a.startswith("run.namespace=") for a in argv):
+        argv.append(f"run.namespace={namespace}")
+    outputs = [root / "data" / layer / namespace for layer in LAYERS]
+    if case.cli == "megatron":
+        outputs = [root / "megatron"]
+    for folder in outputs:  # an earlier run's file in each: a failed run must leave it, and add nothing
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / EARLIER).write_text("from an earlier run\n")
+    before = _snapshot(outputs)
+    env = {**os.environ, "CURATION_PROJECT_ROOT": str(root), "KEDRO_DISABLE_TELEMETRY": "true", "COLUMNS": "200"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    holder = mounted = None
+    try:
+        if case.setup == "held":  # another run holds the namespace
+            code = ("import sys, time\nfrom curation.namespace_lock import NamespaceLock\n"
+                    f"NamespaceLock({str(root)!r}, {namespace!r}).acquire()\nprint('held', flush=True)\n"
+                    "time.sleep(300)\n")
+            holder = subprocess.Popen([sys.executable, "-c", code, "curate", "pipeline=ingest"],
+                                      stdout=subprocess.PIPE, text=True)
+            assert holder.stdout.readline().strip() == "held"
+        elif case.setup in ("full_disk", "read_only"):
+            layer = root / "megatron" if case.cli == "megatron" else root / "data" / "02_intermediate"
+            before = _snapshot(outputs)  # the mount hides what was there; it is back once unmounted
+            _mount_tmpfs(layer, read_only=case.setup == "read_only")
+            mounted = layer
+        result = invoke(case.cli, argv, root, tmp_path, env)
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        if mounted is not None:
+            left_on_disk = _snapshot([mounted])
+            subprocess.run(["umount", str(mounted)], check=True)
+    shown = result.stdout + result.stderr
+    assert "Traceback" not in shown, shown[-4000:]
+    if case.exit == 0:
+        _check_counted(case, result, root, namespace)
+        return
+    assert result.exit == case.exit, f"exit {result.exit}\n{shown[-4000:]}"
+    matching = [line for line in result.stderr.splitlines() if re.search(case.expect, line)]
+    assert matching, f"no line of stderr matches {case.expect!r}:\n{result.stderr[-4000:]}"
+    assert len(matching[0]) < 700, matching[0]  # short: one line
+    assert _snapshot(outputs) == before, "the failed run left something in the namespace"
+    if mounted is not None:  # what the run had written on the full disk before it failed was removed
+        scope = mounted if case.cli == "megatron" else mounted / namespace
+        assert not [p for p in left_on_disk if p != str(mounted) and Path(p).is_relative_to(scope)], left_on_disk
+    if case.name == "namespace_outside_data":
+        assert not (root / "escape").exists() and not (root.parent / "escape").exists()
+
+
+def _check_counted(case: Case, result: Result, root: Path, namespace: str) -> None:
+    shown = result.stdout + result.stderr
+    assert result.exit == 0, f"exit {result.exit}\n{shown[-4000:]}"
+    documents = pd.read_parquet(root / "data" / "02_intermediate" / namespace / "documents" / "shards")
+    assert len(documents) >= 1
+    if not case.drops:  # nothing to drop: the summary counts what was kept
+        assert re.search(case.expect, result.stdout), result.stdout[-3000:]
+        assert len(documents) == 1
+        return
+    rejected = pd.read_parquet(root / "data" / "02_intermediate" / namespace / "rejected_documents" / "shards")
+    counts = rejected["reason"].value_counts().to_dict()
+    for reason, n in case.drops.items():
+        assert counts.get(reason, 0) == n if n is not None else counts.get(reason, 0) >= 1, counts
+        assert re.search(case.expect, " ".join(counts))
+    assert set(rejected["source_file"].map(lambda s: Path(s).name)) == {case.source_file}, rejected
+    assert rejected["row"].notna().all()
+    if case.source_file.endswith(".jsonl"):  # a line of a JSON Lines file is named by its line
+        assert rejected["line"].notna().all(), rejected
+    # the summary says so too: the reason and its count
+    for reason in case.drops:
+        assert re.search(rf"{reason} {counts[reason]}", result.stdout), result.stdout[-3000:]
+
+
+def test_the_table_covers_every_kind_the_issue_lists():
+    names = {c.name for c in CASES}
+    assert len(CASES) >= 40 and len(names) == len(CASES)
+    by_cli = {cli: sum(c.cli == cli for c in CASES) for cli in ENTRY}
+    assert all(n >= 5 for n in by_cli.values()), by_cli
+    for kind in ("garbage_parquet", "zero_byte_parquet", "zero_byte_jsonl", "text_column_of_numbers", "unknown_key",
+                 "missing_path", "held_namespace", "full_disk", "jsonl_cut_by_a_killed_writer", "non_utf8_line",
+                 "huge_documents", "corpus_of_one_document", "duplicate_ids_across_shards"):
+        assert kind in names, kind
