@@ -173,22 +173,44 @@ def _shared_run(root: Path, args: list[str]) -> SharedRun:
     return SharedRun(root, done.stdout, store)
 
 
+def _shared_across_workers(tmp_path_factory: pytest.TempPathFactory, name: str, args: list[str]) -> SharedRun:
+    """:func:`_shared_run` once per test session, also under pytest-xdist: a session fixture is otherwise set
+    up by every worker whose files use it (the two below cost 40-60 s each; with 2 workers both built them).
+    The first worker to ask runs it under a lock in the session's shared temp folder and leaves a marker;
+    the others wait on the lock and read it. Safe because these runs are only read (:class:`SharedRun`)."""
+    import fcntl
+    import json
+
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return _shared_run(make_project(tmp_path_factory.mktemp(name) / "project"), args)
+    base = tmp_path_factory.getbasetemp().parent / "shared" / name  # the parent is this session's, all workers'
+    base.mkdir(parents=True, exist_ok=True)
+    done = base / "done.json"
+    with open(base.parent / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes (or the worker dies)
+        if done.is_file():
+            saved = json.loads(done.read_text())
+            return SharedRun(Path(saved["project"]), saved["stdout"], saved["store"])
+        project = base / f"project-{uuid.uuid4().hex[:8]}"  # a failed attempt's folder is not reused
+        run = _shared_run(make_project(project), args)
+        done.write_text(json.dumps({"project": str(run.project), "stdout": run.stdout, "store": run.store}))
+        return run
+
+
 @pytest.fixture(scope="session")
 def ingest_sweep(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     """``curate -m pipeline=ingest data.max_docs=40,80``: a parent MLflow run and a child per job, run once per
     session; read by the multirun, notebook, MLflow server and MLflow UI (browser) tests."""
-    root = make_project(tmp_path_factory.mktemp("ingest_sweep") / "project")
-    return _shared_run(root, [str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}",
-                              "data.max_docs=40,80"])
+    return _shared_across_workers(tmp_path_factory, "ingest_sweep", [
+        str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.max_docs=40,80"])
 
 
 @pytest.fixture(scope="session")
 def kedro_ingest_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     """``kedro run --pipelines ingest`` on 30 documents, run once per session; read by the tests of what a
     `kedro run` records (its defaults, its run name, its summary)."""
-    root = make_project(tmp_path_factory.mktemp("kedro_ingest") / "project")
-    return _shared_run(root, [str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params",
-                              f"data.max_docs=30,data.path={CORPUS_DIR}"])
+    return _shared_across_workers(tmp_path_factory, "kedro_ingest", [
+        str(BIN / "kedro"), "run", "--pipelines", "ingest", "--params", f"data.max_docs=30,data.path={CORPUS_DIR}"])
 
 
 # The default job (ingest -> scoring -> pruning -> selection) on 250 documents, small selection settings.
