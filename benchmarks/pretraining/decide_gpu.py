@@ -37,12 +37,18 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMESPACE = "decide_B1_sizes"
-# the two-size run's command (REPRODUCING.md, "Does the decision hold as the model grows?")
-OVERRIDES = ["experiment=decide", f"run.namespace={NAMESPACE}", "cache.dir=data/04_feature/cache_decide_B1",
-             "decide.sizes=[tiny,small]",
-             "+decide.candidates.edu={method: topk_quality, pool: raw, score: edu, config: {}}"]
-CANDIDATES = ("random", "topk_quality", "datamask", "edu")
+CACHE = "cache.dir=data/04_feature/cache_decide_B1"
+# Which job's candidates: ``sizes`` = the two-size run (REPRODUCING.md, "Does the decision hold as the model
+# grows?"); ``b1`` = the six-candidate run decide_B1, for its three candidates the two-size run lacks.
+SETS = {
+    "sizes": {"namespace": "decide_B1_sizes", "candidates": ("random", "topk_quality", "datamask", "edu"),
+              "overrides": ["decide.sizes=[tiny,small]",
+                            "+decide.candidates.edu={method: topk_quality, pool: raw, score: edu, config: {}}"],
+              "cells": "benchmarks/results/decide_B1_sizes/decide_cells.csv"},
+    "b1": {"namespace": "decide_B1", "candidates": ("datamask_paper", "greedy_disf", "semdedup"), "overrides": [],
+           "cells": "benchmarks/results/decide_B1/decide_cells.csv"},
+}
+CANDIDATES = SETS["sizes"]["candidates"]
 TASK_FOLDERS = ("ai2_arc", "boolq", "hails", "hellaswag", "openbookqa", "piqa", "sciq", "social_i_qa", "winogrande")
 
 
@@ -57,23 +63,25 @@ def prepare(args) -> None:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = compose_config(ROOT / "conf", overrides=OVERRIDES)
+    chosen = SETS[args.set]
+    ns = chosen["namespace"]
+    overrides = ["experiment=decide", f"run.namespace={ns}", CACHE, *chosen["overrides"]]
+    cfg = compose_config(ROOT / "conf", overrides=overrides)
 
     def load(path: str):  # what the catalog's ``<name>@frame`` entries load
         return ShardedDataset(path=str(ROOT / path), load_as="frame").load()
 
-    ns = NAMESPACE
     frames = Frames(load(f"data/02_intermediate/{ns}/documents"), load(f"data/04_feature/{ns}/scores"),
                     load(f"data/04_feature/{ns}/embeddings"), load(f"data/05_model_input/{ns}/pruned_scores"),
                     load(f"data/05_model_input/{ns}/pruned_embeddings"))
     decide = parse_decide(cfg["decide"])
-    candidates = {k: v for k, v in decide.candidates.items() if k in CANDIDATES}
+    candidates = {k: v for k, v in decide.candidates.items() if k in chosen["candidates"]}
     pretrain = parse_config(cfg["pretrain"])
     cache = {**cfg["cache"], "dir": str(ROOT / cfg["cache"]["dir"])}
     tokenizer, _ = cached_tokenizer(frames.documents, pretrain.tokenizer, cache)
     corpora = candidate_corpora(frames, candidates, cfg["budget"], int(cfg["run"]["seed"]), tokenizer,
                                 pretrain.train.seq_len, cache)
-    job = pd.read_csv(ROOT / "benchmarks/results/decide_B1_sizes/decide_cells.csv")
+    job = pd.read_csv(ROOT / chosen["cells"])
     sizes = {}
     for name, (packed, metrics) in corpora.items():
         row = job[(job["candidate"] == name) & (job["size"] == "tiny")].iloc[0]
@@ -88,7 +96,7 @@ def prepare(args) -> None:
         if not (out / "hf_datasets" / folder).exists():
             shutil.copytree(src / folder, out / "hf_datasets" / folder)
     (out / "job.json").write_text(json.dumps({
-        "namespace": ns, "overrides": OVERRIDES, "corpora": sizes,
+        "namespace": ns, "overrides": overrides, "corpora": sizes,
         "pretrain": dataclasses.asdict(pretrain), "eval": dict(cfg["eval"])}, indent=1, default=str))
     print(f"prepared {len(corpora)} candidates in {out}", flush=True)
 
@@ -160,20 +168,28 @@ def gather(out: Path) -> None:
 
 
 def agree(args) -> None:
-    """decisions per size and DataDecide's decision accuracy tiny -> medium, small -> medium, tiny -> small."""
+    """Decisions per size and DataDecide's decision accuracy. ``--set sizes``: the two-size run's four
+    candidates, tiny -> small, tiny -> medium, small -> medium. ``--set all``: seven candidates (decide_B1's six
+    and Edu top-k from the two-size run: the same picks, the same tiny cells), tiny -> medium."""
     from curation.reporting.decide import DECISION_METRICS, decision_table, size_agreement
 
-    cpu = pd.read_csv(ROOT / "benchmarks/results/decide_B1_sizes/decide_cells.csv")
-    gpu = pd.read_csv(args.cells)
+    gpu = pd.concat([pd.read_csv(c) for c in args.cells], ignore_index=True)
+    sizes_cpu = pd.read_csv(ROOT / SETS["sizes"]["cells"])
+    if args.set == "sizes":
+        order, cpu, pairs = list(CANDIDATES), sizes_cpu, (("tiny", "small"), ("tiny", "medium"), ("small", "medium"))
+    else:
+        b1 = pd.read_csv(ROOT / SETS["b1"]["cells"])
+        cpu = pd.concat([b1, sizes_cpu[(sizes_cpu["candidate"] == "edu") & (sizes_cpu["size"] == "tiny")]],
+                        ignore_index=True)
+        order, pairs = [*SETS["sizes"]["candidates"], *SETS["b1"]["candidates"]], (("tiny", "medium"),)
     checks = gpu[gpu["size"] != "medium"]  # the device check: tiny re-trained on the GPU
     cells = pd.concat([cpu, gpu[gpu["size"] == "medium"]], ignore_index=True)
-    cells = cells[cells["candidate"].isin(CANDIDATES)]
-    table = decision_table(cells, order=list(CANDIDATES))
+    cells = cells[cells["candidate"].isin(order)]
+    table = decision_table(cells, order=order)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "decisions.csv", index=False)
-    agreement = pd.concat([size_agreement(table, a, b) for a, b in (("tiny", "small"), ("tiny", "medium"),
-                                                                     ("small", "medium"))], ignore_index=True)
+    agreement = pd.concat([size_agreement(table, a, b) for a, b in pairs], ignore_index=True)
     agreement.to_csv(out / "size_agreement.csv", index=False)
     keep = ["candidate", "size", "seed", *[m for m in DECISION_METRICS if m in gpu.columns], "parameters",
             "train_tokens", "epochs", "final_loss", "train_seconds", "train_tokens_per_s", "eval_seconds", "device"]
@@ -183,7 +199,7 @@ def agree(args) -> None:
         rows = [{"metric": m, "max_abs_diff": float((both[f"{m}_gpu"] - both[f"{m}_cpu"]).abs().max()),
                  "cells": len(both)} for m in DECISION_METRICS if f"{m}_gpu" in both]
         pd.DataFrame(rows).to_csv(out / "device_check.csv", index=False)
-        tiny_gpu = decision_table(checks.assign(size="tiny_gpu"), order=list(CANDIDATES))
+        tiny_gpu = decision_table(checks.assign(size="tiny_gpu"), order=order)
         tiny_gpu.to_csv(out / "decisions_tiny_on_gpu.csv", index=False)
     print(agreement.to_string(index=False))
 
@@ -193,6 +209,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("--out", required=True)
+    p.add_argument("--set", default="sizes", choices=sorted(SETS))
     p = sub.add_parser("run")
     p.add_argument("--inputs", required=True)
     p.add_argument("--out", required=True)
@@ -203,7 +220,8 @@ def main() -> None:
     p = sub.add_parser("gather")
     p.add_argument("--out", required=True)
     p = sub.add_parser("agree")
-    p.add_argument("--cells", required=True)
+    p.add_argument("--cells", required=True, nargs="+")  # the GPU runs' cells.csv
+    p.add_argument("--set", default="sizes", choices=["sizes", "all"])
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/decide_B1_sizes/gpu"))
     args = parser.parse_args()
     {"prepare": prepare, "run": run, "gather": lambda a: gather(Path(a.out)), "agree": agree}[args.command](args)

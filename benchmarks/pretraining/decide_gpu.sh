@@ -9,11 +9,12 @@ export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ign
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import torch, lightning, os; print('torch', torch.__version__, 'lightning', lightning.__version__, 'cpus', os.cpu_count())"
 } | tee "$OUT/gpu.txt"
-[ -d gpu_decide ] || tar -xzf gpu_decide.tgz
+IN=${INPUTS:-gpu_decide}   # INPUTS=gpu_decide_b1 SIZES=medium: decide_B1's other three candidates (prepare --set b1)
+[ -d "$IN" ] || tar -xzf "$IN.tgz"
 start=$(date +%s)
 ( while true; do echo "$(date +%T) $(cut -d' ' -f1-3 /proc/loadavg)"; sleep 10; done ) > "$OUT/loadavg.txt" &
 logger=$!
-timeout ${BUDGET_S:-420} python3 benchmarks/pretraining/decide_gpu.py run --inputs gpu_decide --out /tmp/decide_gpu \
+timeout ${BUDGET_S:-420} python3 benchmarks/pretraining/decide_gpu.py run --inputs "$IN" --out /tmp/decide_gpu \
   --sizes ${SIZES:-medium,tiny} --seeds 3 2>&1 | grep --line-buffered -v -i "warn" | tee "$OUT/run.log"
 kill $logger
 echo "wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/gpu.txt"
