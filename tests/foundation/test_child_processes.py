@@ -133,9 +133,9 @@ def _alive(pid: int) -> bool:
     # and workers are not curate's children but end with it all the same (curation.processes.Reaper)
     ("ray start-up", ["pipeline=ingest", "data.engine=ray"], "raylet"),
     # a sweep on Hydra's joblib launcher: its loky workers (one idle), and the trainer of a job in one
-    ("joblib sweep", ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "pipeline=ingest+scoring",
-                      "scoring.training.source=corpus"],
-     "fasttext.train_supervised"),
+    pytest.param("joblib sweep", ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "pipeline=ingest+scoring",
+                                  "scoring.training.source=corpus"], "fasttext.train_supervised",
+                 marks=pytest.mark.optin),  # opt-in (suite time): ~60 s in CI; the loky test below is its ground
 ])
 @pytest.mark.slow  # a `curate` subprocess per stage, killed once its child runs
 def test_no_child_survives_sigkill_of_curate(project, stage, overrides, needle):
@@ -165,3 +165,31 @@ def test_no_child_survives_sigkill_of_curate(project, stage, overrides, needle):
         curate.kill()
         _kill_all(marked_processes(marker))
         log.close()
+
+
+def test_loky_workers_die_with_their_parent_once_the_backend_is_patched():
+    """The ground of the opt-in "joblib sweep" stage in a few seconds: a process that patched joblib's ``loky``
+    backend (:func:`curation.processes.loky_workers_die_with_parent`, as ``curate`` does before Hydra's joblib
+    launcher starts) runs two busy loky workers and is SIGKILLed; neither worker runs on."""
+    if not processes.supported():
+        pytest.skip("parent-death signal is Linux only")
+    marker = f"loky-{uuid.uuid4().hex[:12]}"
+    code = ("import time\n"
+            "from joblib import Parallel, delayed\n"
+            "from curation.processes import loky_workers_die_with_parent\n"
+            "loky_workers_die_with_parent()\n"
+            "Parallel(n_jobs=2, backend='loky')(delayed(time.sleep)(300) for _ in range(2))\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, MARKER_ENV: marker})
+    try:
+        workers = wait_for(lambda: len({p for p, cmd in marked_processes(marker, {parent.pid}).items()
+                                        if "loky" in cmd}) >= 2 and marked_processes(marker, {parent.pid}),
+                           120, "two loky workers", parent)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        killed_at = time.monotonic()
+        while marked_processes(marker) and time.monotonic() - killed_at < 5:
+            time.sleep(0.05)
+        assert not marked_processes(marker), f"still running 5 s after SIGKILL of their parent: {workers}"
+    finally:
+        parent.kill()
+        _kill_all(marked_processes(marker))
