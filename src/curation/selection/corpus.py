@@ -152,7 +152,7 @@ def run_selection(pruned_scores: pd.DataFrame, pruned_embeddings: np.ndarray, do
     ids = pruned_scores["id"].iloc[pool[result.indices]].reset_index(drop=True)
     selected_ids = _selected_frame(ids, quality[result.indices], score,
                                    pruned_scores["quality"].to_numpy(dtype="float64")[pool[result.indices]]
-                                   if "quality" in pruned_scores else None)
+                                   if score != "quality" and "quality" in pruned_scores else None)
     selected_documents = documents[documents["id"].isin(set(ids))].reset_index(drop=True)
     selected_documents["n_tokens"] = count_tokens(selected_documents["text"].tolist())
     history = result.history.copy()
