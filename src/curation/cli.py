@@ -12,6 +12,10 @@
 
 from __future__ import annotations
 
+from curation.telemetry import disable as _disable_telemetry
+
+_disable_telemetry()  # before Kedro, MLflow or the Hub load: nothing phones home (curation.telemetry)
+
 import os
 import sys
 from pathlib import Path

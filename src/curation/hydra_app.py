@@ -10,6 +10,10 @@ in a real ``KedroSession`` with the composed config as its parameters.
 
 from __future__ import annotations
 
+from curation.telemetry import disable as _disable_telemetry
+
+_disable_telemetry()  # before Kedro, MLflow or the Hub load: nothing phones home (curation.telemetry)
+
 import logging
 import os
 import re

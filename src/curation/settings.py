@@ -1,5 +1,9 @@
 """Kedro project settings."""
 
+from curation.telemetry import disable as _disable_telemetry
+
+_disable_telemetry()  # before Kedro, MLflow or the Hub load: nothing phones home (curation.telemetry)
+
 from curation.config_loader import HydraConfigLoader
 from curation.runtime_hooks import InputsHook, RuntimeHook
 from curation.tracking.hooks import MlflowTrackingHook

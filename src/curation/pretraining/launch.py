@@ -41,6 +41,10 @@ against Megatron's forward pass), so ``curate pipeline=evaluate`` scores it:
 
 from __future__ import annotations
 
+from curation.telemetry import disable as _disable_telemetry
+
+_disable_telemetry()  # before Kedro, MLflow or the Hub load: nothing phones home (curation.telemetry)
+
 import argparse
 import json
 import math
