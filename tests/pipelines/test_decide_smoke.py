@@ -47,7 +47,8 @@ def test_decide_smoke_on_a_plain_corpus_writes_decisions_and_a_recommendation(pr
     assert (abs(cells["corpus_tokens"] / budget - 1) <= 0.01).all()  # the same tokens for every candidate
     assert (cells["epochs"] <= 1).all() and cells["train_tokens"].nunique() == 1
     table = pd.read_csv(report / "decisions.csv")
-    assert {"size", "corpus_a", "corpus_b", "metric", "mean_diff", "se", "p", "decided"} <= set(table.columns)
+    assert {"scale", "size", "corpus_a", "corpus_b", "metric", "mean_diff", "se_seed", "se_item", "se", "p", "p_holm",
+            "decided"} <= set(table.columns)
     pairs = {frozenset(p) for p in combinations(["random", "topk_quality", "datamask"], 2)}
     assert {frozenset((a, b)) for a, b in zip(table["corpus_a"], table["corpus_b"])} == pairs
     row = table[table["metric"] == "mc_correct_prob_per_char"].iloc[0]
@@ -55,11 +56,19 @@ def test_decide_smoke_on_a_plain_corpus_writes_decisions_and_a_recommendation(pr
     b = cells[cells["candidate"] == row["corpus_b"]].set_index("seed")["mc_correct_prob_per_char"]
     d = a - b.loc[a.index]
     assert row["mean_diff"] == pytest.approx(d.mean(), rel=1e-6)
-    assert row["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(len(d)), rel=1e-6)
+    assert row["se_seed"] == pytest.approx(d.std(ddof=1) / np.sqrt(len(d)), rel=1e-6)
+    # the full se counts the items too, from the items the run wrote (decide_items.parquet)
+    assert row["se_item"] > 0 and row["se"] == pytest.approx(np.hypot(row["se_seed"], row["se_item"]), rel=1e-9)
+    items = pd.read_parquet(project / "data" / "07_model_output" / NS / "decide_items.parquet")
+    assert set(items["candidate"]) == set(cells["candidate"]) and items["item"].max() == 15  # 16 items per task
+    # each seed of the stochastic candidates trained on its own selection draw
+    assert cells[cells["candidate"] == "random"]["corpus_digest"].nunique() == 2
+    assert cells[cells["candidate"] == "topk_quality"]["corpus_digest"].nunique() == 1
     text = (report / "recommendation.md").read_text()
-    assert "**Recommendation: `" in text and "reference tokens per candidate" in text
+    assert "**Answer: " in text and "reference tokens per candidate" in text
     assert (report / "decisions.png").stat().st_size > 0 and (report / "item_vs_seed.csv").is_file()
-    assert "recommendation" in first.stdout and "decided" in first.stdout
+    assert (report / "snr.csv").is_file() and (report / "tasks.csv").is_file() and (report / "ladder.png").is_file()
+    assert "answer" in first.stdout and "decided" in first.stdout
 
     import mlflow
 
@@ -95,6 +104,7 @@ def test_decide_smoke_on_a_plain_corpus_writes_decisions_and_a_recommendation(pr
     decide = parse_decide(cfg["decide"])
     cache = {**cfg["cache"], "dir": str(project / cfg["cache"]["dir"])}
     again, _ = run_cells(frames, decide.candidates, decide.sizes, decide.seeds, cfg["budget"],
-                         parse_config(cfg["pretrain"]), cfg["eval"], int(cfg["run"]["seed"]), cache)
+                         parse_config(cfg["pretrain"]), cfg["eval"], int(cfg["run"]["seed"]), cache,
+                         rungs=decide.rungs, draws=decide.draws)
     assert (again["pretrain_cache_hit"] == 1).all() and (again["eval_cache_hit"] == 1).all()
     assert again["mc_correct_prob_per_char"].tolist() == pytest.approx(cells["mc_correct_prob_per_char"].tolist())

@@ -1,5 +1,6 @@
-"""The decide report's headline metric (issue #38 item 4): the metric whose small-size decisions hold best at the
-larger size; ties keep DataDecide's choice; one size falls back to it."""
+"""The decide report's headline metric (issue #43 item 2): a rule fixed before any comparison, the metric with the
+largest signal-to-noise ratio at the top scale; exact ties keep DataDecide's choice, then DECISION_METRICS' order;
+a set metric wins; nothing measured falls back to DataDecide's choice."""
 
 from __future__ import annotations
 
@@ -8,31 +9,31 @@ import pandas as pd
 from curation.reporting.decide import DEFAULT_HEADLINE, headline_metric
 
 
-def _agreement(rows):
-    return pd.DataFrame([{"metric": m, "decided_small": d, "sign_holds": h, "share_holds": h / d if d else float("nan"),
-                          "small": "tiny", "large": "small"} for m, d, h in rows])
+def _snr(rows, scale="tiny@262144"):
+    return pd.DataFrame([{"scale": scale, "metric": m, "snr": v} for m, v in rows])
 
 
-def test_the_metric_whose_decisions_hold_best_leads():
-    metric, why = headline_metric(_agreement([("mc_correct_prob_per_char", 3, 2), ("ref_bits_per_byte", 3, 3),
-                                              ("average", 1, 0)]))
-    assert metric == "ref_bits_per_byte" and "3 of 3 keep their sign" in why and "tied" not in why
+def test_the_metric_with_the_largest_signal_to_noise_leads():
+    metric, why = headline_metric(_snr([("mc_correct_prob_per_char", 3.0), ("ref_bits_per_byte", 7.5),
+                                        ("average", 0.8)]), scale="tiny@262144")
+    assert metric == "ref_bits_per_byte" and "7.5" in why and "next `mc_correct_prob_per_char` at 3.0" in why
 
 
-def test_more_decided_pairs_break_an_equal_share():
-    metric, _ = headline_metric(_agreement([("ref_bits_per_byte", 1, 1), ("mc_margin_per_char", 3, 3)]))
-    assert metric == "mc_margin_per_char"
+def test_only_the_top_scale_counts():
+    snr = pd.concat([_snr([("average", 9.0), ("mc_margin_per_char", 1.0)], "tiny@65536"),
+                     _snr([("average", 1.0), ("mc_margin_per_char", 2.0)])])
+    assert headline_metric(snr, scale="tiny@262144")[0] == "mc_margin_per_char"
 
 
-def test_an_exact_tie_keeps_datadecides_choice_and_says_so():
-    metric, why = headline_metric(_agreement([("average", 2, 2), (DEFAULT_HEADLINE, 2, 2), ("ref_bits_per_byte", 2, 1)]))
-    assert metric == DEFAULT_HEADLINE and "tied with `average`" in why and "DataDecide's choice" in why
-    metric, why = headline_metric(_agreement([("ref_bits_per_byte", 2, 2), ("average", 2, 2)]))
-    assert metric == "average" and "tied with `ref_bits_per_byte`" in why  # DECISION_METRICS' order
+def test_an_exact_tie_keeps_datadecides_choice():
+    assert headline_metric(_snr([("average", 2.0), (DEFAULT_HEADLINE, 2.0)]), scale="tiny@262144")[0] == \
+        DEFAULT_HEADLINE
+    assert headline_metric(_snr([("ref_bits_per_byte", 2.0), ("average", 2.0)]), scale="tiny@262144")[0] == \
+        "average"  # DECISION_METRICS' order
 
 
-def test_one_size_or_nothing_decided_falls_back_and_a_set_metric_wins():
+def test_nothing_measured_falls_back_and_a_set_metric_wins():
     assert headline_metric(None)[0] == DEFAULT_HEADLINE
-    assert headline_metric(_agreement([("average", 0, 0)]))[0] == DEFAULT_HEADLINE
-    assert headline_metric(_agreement([("average", 2, 2)]), "ref_bits_per_byte") == (
+    assert headline_metric(_snr([("average", float("nan"))]), scale="tiny@262144")[0] == DEFAULT_HEADLINE
+    assert headline_metric(_snr([("average", 2.0)]), "ref_bits_per_byte") == (
         "ref_bits_per_byte", "set by decide.headline")

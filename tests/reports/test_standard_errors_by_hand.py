@@ -73,10 +73,12 @@ def test_decide_table_names_p_and_keeps_each_side_seed_sd():
     cells = pd.DataFrame({"size": "tiny", "candidate": ["a"] * 3 + ["b"] * 3, "seed": [0, 1, 2] * 2,
                           "mc_correct_prob_per_char": [0.12, 0.14, 0.16, 0.10, 0.11, 0.12]})
     row = decision_table(cells).iloc[0]
-    assert {"mean_diff", "se", "p", "decided"} <= set(row.index)
-    # a - b: 0.02, 0.03, 0.04 -> mean 0.03, sd 0.01, se 0.01 / sqrt(3)
-    assert row["se"] == pytest.approx(0.01 / math.sqrt(3), rel=1e-6)
+    assert {"mean_diff", "se_seed", "se_item", "se", "p", "p_holm", "decided"} <= set(row.index)
+    # a - b: 0.02, 0.03, 0.04 -> mean 0.03, sd 0.01, seed part of the se 0.01 / sqrt(3)
+    assert row["se_seed"] == pytest.approx(0.01 / math.sqrt(3), rel=1e-6)
     assert row["sd_a"] == pytest.approx(0.02, rel=1e-9) and row["sd_b"] == pytest.approx(0.01, rel=1e-9)
+    # no per-item values: the item part is unknown, so the full se is too and nothing is decided (issue #43)
+    assert math.isnan(row["se"]) and not row["decided"]
 
 
 def test_size_agreement_counts_signs_of_small_decisions_at_the_large_size():

@@ -23,11 +23,28 @@ either model's own item error.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
 Items = Mapping[str, Mapping[str, list]]  # task -> metric -> per-item values
+
+
+def metric_terms(items: Items, metric: str, tasks: Optional[Sequence[str]] = None
+                 ) -> Optional[list[tuple[float, np.ndarray]]]:
+    """(w_t, per-item values x_ti) of every task that enters ``metric``, so that ``metric = sum_t w_t
+    mean_i x_ti``; ``tasks``: only these (the weights renormalised over them, e.g. the tasks above chance);
+    None when the items do not carry it."""
+    if tasks is not None:
+        keep = set(tasks)
+        items = {t: v for t, v in items.items() if t in keep}
+    return _terms(items, metric)
+
+
+def metric_value(items: Items, metric: str, tasks: Optional[Sequence[str]] = None) -> float:
+    """``metric`` of one model recomputed from its per-item values (NaN when they do not carry it)."""
+    terms = metric_terms(items, metric, tasks)
+    return float(sum(w * float(np.mean(x)) for w, x in terms)) if terms else float("nan")
 
 
 def _terms(items: Items, metric: str) -> Optional[list[tuple[float, np.ndarray]]]:

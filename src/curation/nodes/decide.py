@@ -17,6 +17,7 @@ import pandas as pd
 from curation.lm import parse_config
 from curation.lm.cells import Frames, progress_printer, run_cells
 from curation.reporting.decide import DECISION_METRICS, build_report, parse_decide
+from curation.reporting.decide_items import items_frame, items_from_frame
 
 # per-cell metrics kept beside the decision metrics
 CELL_METRICS = ("corpus_docs", "corpus_tokens", "budget_tokens", "corpus_token_error", "corpus_score_mean",
@@ -24,11 +25,21 @@ CELL_METRICS = ("corpus_docs", "corpus_tokens", "budget_tokens", "corpus_token_e
                 "train_tokens_per_s", "eval_seconds", "pretrain_cache_hit", "eval_cache_hit")
 
 
+def check_decide_fits(documents: pd.DataFrame, decide: dict[str, Any], budget: dict[str, Any],
+                      pretrain: dict[str, Any], cache: dict[str, Any], run: dict[str, Any]) -> dict[str, float]:
+    """Right after ingest, before scoring and any selection: every candidate will hold the top rung's training
+    tokens (<= 1 epoch), or the job stops here in one line naming the numbers and the settings that work."""
+    from curation.lm.cells import check_fits
+
+    cfg = parse_decide(decide)
+    return check_fits(documents, budget, parse_config(pretrain), cfg.rungs, cache, seed=int(run["seed"]))
+
+
 def run_decide_cells(
     documents: pd.DataFrame, scores: pd.DataFrame, embeddings: np.ndarray, pruned_scores: pd.DataFrame,
     pruned_embeddings: np.ndarray, decide: dict[str, Any], budget: dict[str, Any], pretrain: dict[str, Any],
-    eval: dict[str, Any], run: dict[str, Any], cache: dict[str, Any],
-) -> tuple[pd.DataFrame, dict, dict[str, float]]:
+    eval: dict[str, Any], run: dict[str, Any], cache: dict[str, Any], fits: dict[str, float],
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """The cell table (one row per candidate, size and seed: the decision metrics and what the cell was made
     from), each cell's per-item evaluation values, and the run's metrics."""
     from curation.tracking.child_runs import CellRuns
@@ -39,20 +50,33 @@ def run_decide_cells(
         frames, cfg.candidates, cfg.sizes, cfg.seeds, budget, parse_config(pretrain), eval, int(run["seed"]), cache,
         on_cell=lambda name, params, row: children(name, params, {k: float(row[k]) for k in (
             *DECISION_METRICS, *CELL_METRICS) if k in row}),
-        on_progress=progress_printer(started))
-    keep = [c for c in ("candidate", "size", "seed", *DECISION_METRICS, *CELL_METRICS) if c in cells.columns]
+        on_progress=progress_printer(started), rungs=cfg.rungs, draws=cfg.draws)
+    keep = [c for c in ("candidate", "size", "scale", "rung_tokens", "seed", "draw_seed", "corpus_digest",
+                        *DECISION_METRICS, *CELL_METRICS) if c in cells.columns]
     metrics = {"decide_cells": float(len(cells)), "decide_seconds": time.perf_counter() - started,
                "decide_candidates": float(len(cfg.candidates)), "decide_sizes": float(len(cfg.sizes)),
                "decide_max_epochs": float(cells["epochs"].max()),
-               "decide_budget_tokens": float(cells["budget_tokens"].iloc[0]) if "budget_tokens" in cells else np.nan}
-    return cells[keep], items, metrics
+               "decide_budget_tokens": float(cells["budget_tokens"].iloc[0]) if "budget_tokens" in cells else np.nan,
+               "decide_scales": float(cells["scale"].nunique()), **fits}
+    return cells[keep], items_frame(items), metrics
 
 
-def report_decisions(decide_cells: pd.DataFrame, decide_items: dict, decide: dict[str, Any], eval: dict[str, Any],
-                     data: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Any, str, dict[str, float]]:
-    """The decisions table (``decisions.csv``: mean_diff, se, p, decided per size, pair and metric), the
-    two-size agreement, the item-vs-seed error table, the heat map, the recommendation (Markdown) and
-    the headline numbers as metrics."""
-    report = build_report(decide_cells, decide_items, parse_decide(decide), int(eval.get("limit") or 0),
-                          corpus=str(data.get("path") or ""))
-    return report.table, report.agreement, report.errors, report.figure, report.text, report.metrics
+def report_decisions(decide_cells: pd.DataFrame, decide_items: pd.DataFrame, decide: dict[str, Any],
+                     eval: dict[str, Any], data: dict[str, Any]) -> tuple[Any, ...]:
+    """The decisions table (``decisions.csv``: mean_diff, se_seed, se_item, se, p, p_holm, decided per scale, pair
+    and metric), the ladder's agreement with its top scale, the item-vs-seed error table, signal-to-noise per
+    metric, the tasks at chance, the heat map, the ladder plot, the recommendation (Markdown) and the headline
+    numbers as metrics."""
+    from curation.reporting.decide_stats import chance_levels
+
+    report = build_report(decide_cells, items_from_frame(decide_items), parse_decide(decide),
+                          int(eval.get("limit") or 0), corpus=str(data.get("path") or ""), chance=chance_levels(eval))
+    ladder = report.ladder_figure
+    if ladder is None:  # one scale: an empty figure that says so (the catalog always writes ladder.png)
+        import matplotlib.pyplot as plt
+
+        ladder, ax = plt.subplots(figsize=(4, 1.2))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "one scale: no ladder (decide.rungs / decide.sizes)", ha="center", va="center")
+    return (report.table, report.agreement, report.errors, report.snr, report.tasks, report.figure, ladder,
+            report.text, report.metrics)

@@ -1,19 +1,20 @@
-"""Which selection trains the better model on this corpus? (issue #38; DataDecide, Magnusson et al. 2025)
+"""Which selection trains the better model on this corpus? (issues #38, #43; DataDecide, Magnusson et al. 2025)
 
 ``curate experiment=decide data.path=<corpus>`` trains K seeds of a small LM on each candidate selection,
 every candidate cut to the same token budget and every cell trained on the same number of tokens with no
-document repeated (<= 1 epoch), at one or more model sizes, and evaluates each on the same items. This
-module turns those cells into the answer (no Kedro or MLflow here):
+document repeated (<= 1 epoch), at one or more scales (model sizes, and training-token rungs: the compute
+ladder), and evaluates each on the same items. This module turns those cells into the answer (no Kedro or
+MLflow here):
 
-- :func:`decision_table`: per model size, every (pair of candidates, metric) with the mean difference,
-  its standard error over seeds (paired by seed), the t-test p-value and whether it is decided (> 2 SE;
-  :func:`curation.reporting.decisions.decisions`);
-- :func:`size_agreement`: DataDecide's decision accuracy between two sizes: of the pairs decided at the
-  smaller size, the share whose sign holds at the larger, per metric; :func:`headline_metric` names the
-  metric that holds best;
-- :func:`item_vs_seed`: the evaluation items' sampling error next to the seeds' spread, per metric;
-- :func:`recommendation`: the paragraph a data team reads (best candidate on the headline metric, by
-  how much with its SE, what stays undecided, at which token budget and model size).
+- :func:`decision_table`: per scale, every (pair of candidates, metric) with the mean difference, its full
+  standard error (seeds and evaluation items, :mod:`curation.reporting.decide_stats`), the test's p, the
+  Holm-corrected p and whether it is decided;
+- :func:`headline_metric`: the metric with the largest signal-to-noise ratio at the top scale, a rule fixed
+  before any comparison; tasks at chance are left out of its average;
+- :func:`ladder_agreement`: DataDecide's decision accuracy of every lower scale against the top one;
+- :func:`item_vs_seed`: the two parts of a decision's error side by side, per metric;
+- :func:`curation.reporting.decide_text.recommendation`: the answer a data team reads (metric disagreement
+  first; a winner only where the evidence decides one; otherwise what would decide).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ class DecideConfig:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     reference: str = "random"
     headline: str = "auto"
+    rungs: Optional[list[int]] = None  # the compute ladder: training tokens per cell, one rung each (null: the
+    # pretrain block's max_tokens, one rung); decision accuracy is measured against the top rung
+    draws: str = "per_seed"  # per_seed: each training seed trains on its own selection draw (seed + training
+    # seed), so a stochastic selection's own randomness is in the spread; one: one draw for every seed
     paper: Optional[str] = None  # "table2": also set the decisions against DATAMASK Table 2's order (candidate
     # names as table2_tiny's corpora: raw, semdedup, edu, ultrafineweb, dclm, datamask_paper, ...)
 
@@ -64,6 +69,11 @@ class DecideConfig:
         check(self.headline == "auto" or self.headline in DECISION_METRICS, "headline", self.headline,
               f"auto or one of {list(DECISION_METRICS)}")
         check(self.paper in (None, "table2"), "paper", self.paper, "null or table2")
+        check(self.draws in ("per_seed", "one"), "draws", self.draws, "per_seed or one")
+        if self.rungs is not None:
+            check(len(self.rungs) >= 1 and all(isinstance(r, int) and r > 0 for r in self.rungs)
+                  and len(set(self.rungs)) == len(self.rungs), "rungs", self.rungs,
+                  "null or distinct positive training-token counts")
 
 
 def parse_decide(node: Mapping[str, Any]) -> DecideConfig:
@@ -88,38 +98,52 @@ def cell_values(cells: pd.DataFrame, metrics: Sequence[str] = DECISION_METRICS) 
     """Long (size, corpus, seed, metric, value) from the wide cell table (one row per cell, a column per
     metric)."""
     present = [m for m in metrics if m in cells.columns]
-    long = cells.melt(id_vars=["size", "candidate", "seed"], value_vars=present, var_name="metric", value_name="value")
+    ids = [c for c in ("scale", "size", "candidate", "seed") if c in cells.columns]
+    long = cells.melt(id_vars=ids, value_vars=present, var_name="metric", value_name="value")
     return long.rename(columns={"candidate": "corpus"}).dropna(subset=["value"])
 
 
-def decision_table(cells: pd.DataFrame, order: Optional[Sequence[str]] = None) -> pd.DataFrame:
-    """Every (size, pair, metric): mean_a, mean_b, mean_diff (a - b), se (paired by seed), p (two-sided
-    t-test), decided (> 2 SE), winner, verdict, seeds and the seed sd of each side."""
-    from curation.reporting.decisions import decisions
+def scales(cells: pd.DataFrame) -> list[str]:
+    """The cells' scales, cheapest first (by training FLOPs, 6 x parameters x tokens, where known); the last
+    is the top rung every other scale's decisions are checked against."""
+    col = "scale" if "scale" in cells.columns else "size"
+    names = list(dict.fromkeys(cells[col].astype(str)))
+    if {"parameters", "train_tokens"} <= set(cells.columns):
+        flops = (6.0 * cells["parameters"] * cells["train_tokens"]).groupby(cells[col].astype(str)).first()
+        first_seen = {s: i for i, s in enumerate(names)}
+        names.sort(key=lambda s: (flops.get(s, np.inf), first_seen[s]))
+    return names
 
-    values = cell_values(cells)
-    frames = []
-    for size in dict.fromkeys(cells["size"]):
-        part = values[values["size"] == size]
-        table = decisions(part[["corpus", "seed", "metric", "value"]], metrics=[m for m in DECISION_METRICS
-                                                                                if m in set(part["metric"])],
-                          order=order)
-        sd = part.groupby(["corpus", "metric"])["value"].std(ddof=1)
-        table["sd_a"] = [sd.get((a, m), np.nan) for a, m in zip(table["corpus_a"], table["metric"])]
-        table["sd_b"] = [sd.get((b, m), np.nan) for b, m in zip(table["corpus_b"], table["metric"])]
-        table.insert(0, "size", size)
-        frames.append(table)
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return table.rename(columns={"p_value": "p"})
+
+def decision_table(cells: pd.DataFrame, items: Optional[Mapping[tuple, Mapping]] = None,
+                   order: Optional[Sequence[str]] = None, tasks: Optional[Mapping[str, Sequence[str]]] = None,
+                   alpha: float = 0.05) -> pd.DataFrame:
+    """Every (scale, pair, metric): the mean difference, its full standard error (``se_seed``, ``se_item``,
+    ``se``), the Cochran-Cox p, the Holm-corrected p and ``decided``
+    (:func:`curation.reporting.decide_stats.full_decisions`), with the scale's ``size`` and ``rung_tokens``.
+    Without per-item values no pair is decided (the item part of the error would be missing)."""
+    from curation.reporting.decide_stats import full_decisions
+
+    metrics = [m for m in DECISION_METRICS if m in cells.columns]
+    table = full_decisions(cells, items, metrics, order=order, tasks=tasks, alpha=alpha)
+    col = "scale" if "scale" in cells.columns else "size"
+    first = cells.drop_duplicates(col).set_index(cells.drop_duplicates(col)[col].astype(str))
+    table.insert(1, "size", [first["size"].get(str(s), s) if "size" in first else s for s in table["scale"]])
+    table.insert(2, "rung_tokens", [first["train_tokens"].get(str(s), np.nan) if "train_tokens" in first else np.nan
+                                    for s in table["scale"]])
+    return table
 
 
 def size_agreement(table: pd.DataFrame, small: str, large: str) -> pd.DataFrame:
-    """DataDecide's decision accuracy between two model sizes, per metric: ``decided_small`` pairs, of
-    which ``sign_holds`` have the same sign of the mean difference at ``large`` (``share_holds``), and
-    ``decided_both`` / ``agree_both`` among the pairs both sizes decide; ``sign_agreement_all`` is the
-    share of all pairs with the same sign at both sizes."""
-    a = table[table["size"] == small].set_index(["corpus_a", "corpus_b", "metric"])
-    b = table[table["size"] == large].set_index(["corpus_a", "corpus_b", "metric"])
+    """DataDecide's decision accuracy between two scales (model sizes or training-token rungs), per metric:
+    ``sign_agreement_all``, the share of all pairs with the same sign of the mean difference at both
+    (DataDecide's definition, the larger scale taken as the truth); ``decided_small`` pairs decided at the
+    smaller scale, of which ``sign_holds`` keep their sign at the larger (``share_holds``);
+    ``decided_large``, ``decided_both`` and ``agree_both``; ``agreement_on_decided_large``, the share of the
+    pairs decided at the larger scale that the smaller orders the same way."""
+    col = "scale" if "scale" in table.columns else "size"
+    a = table[table[col].astype(str) == str(small)].set_index(["corpus_a", "corpus_b", "metric"])
+    b = table[table[col].astype(str) == str(large)].set_index(["corpus_a", "corpus_b", "metric"])
     common = a.index.intersection(b.index)
     rows = []
     for metric in dict.fromkeys(m for _, _, m in common):
@@ -127,187 +151,166 @@ def size_agreement(table: pd.DataFrame, small: str, large: str) -> pd.DataFrame:
         da, db = a.loc[keys], b.loc[keys]
         same = np.sign(da["mean_diff"].to_numpy()) == np.sign(db["mean_diff"].to_numpy())
         dec = da["decided"].to_numpy(bool)
-        both = dec & db["decided"].to_numpy(bool)
+        dec_large = db["decided"].to_numpy(bool)
+        both = dec & dec_large
         rows.append({"metric": metric, "pairs": len(keys), "decided_small": int(dec.sum()),
                      "sign_holds": int((dec & same).sum()),
                      "share_holds": float((dec & same).sum() / dec.sum()) if dec.sum() else float("nan"),
-                     "decided_large": int(db["decided"].sum()), "decided_both": int(both.sum()),
+                     "decided_large": int(dec_large.sum()), "decided_both": int(both.sum()),
                      "agree_both": int((both & same).sum()), "sign_agreement_all": float(same.mean()),
+                     "agreement_on_decided_large": float((dec_large & same).sum() / dec_large.sum())
+                     if dec_large.sum() else float("nan"),
                      "small": small, "large": large})
     return pd.DataFrame(rows)
 
 
-def headline_metric(agreement: Optional[pd.DataFrame], requested: str = "auto") -> tuple[str, str]:
-    """(metric, why): ``requested`` when it names a metric; else the metric whose small-size decisions
-    hold best at the larger size (ties: more decided pairs), else :data:`DEFAULT_HEADLINE`."""
+def ladder_agreement(table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """:func:`size_agreement` of every scale against the top one (:func:`scales`), with each scale's training
+    FLOPs (6 x parameters x tokens) and the top's: DataDecide's decision accuracy along the compute ladder."""
+    names = scales(cells)
+    if len(names) < 2:
+        return pd.DataFrame()
+    col = "scale" if "scale" in cells.columns else "size"
+    flops = (6.0 * cells["parameters"] * cells["train_tokens"]).groupby(cells[col].astype(str)).first() \
+        if {"parameters", "train_tokens"} <= set(cells.columns) else pd.Series(dtype=float)
+    frames = []
+    for lower in names[:-1]:
+        part = size_agreement(table, lower, names[-1])
+        part["flops_small"] = float(flops.get(lower, np.nan))
+        part["flops_large"] = float(flops.get(names[-1], np.nan))
+        frames.append(part)
+    return pd.concat(frames, ignore_index=True)
+
+
+def headline_metric(snr: Optional[pd.DataFrame], requested: str = "auto",
+                    scale: Optional[str] = None) -> tuple[str, str]:
+    """(metric, why): ``requested`` when it names a metric; else the rule declared before any comparison: the
+    metric with the largest signal-to-noise ratio at the top scale (:func:`curation.reporting.decide_stats.
+    signal_to_noise`; exact ties keep DataDecide's choice, then DECISION_METRICS' order); else
+    :data:`DEFAULT_HEADLINE`."""
     if requested != "auto":
         return requested, "set by decide.headline"
-    if agreement is None or agreement.empty or not (agreement["decided_small"] > 0).any():
-        return DEFAULT_HEADLINE, ("DataDecide's choice: no two-size agreement was measured in this run "
-                                  "(decide.sizes has one size)")
-    ranked = agreement[agreement["decided_small"] > 0].copy()
-    # an exact tie keeps DataDecide's choice where it is among the tied, then DECISION_METRICS' order
-    ranked["_default"] = ranked["metric"] == DEFAULT_HEADLINE
-    ranked["_order"] = [DECISION_METRICS.index(m) if m in DECISION_METRICS else len(DECISION_METRICS)
-                        for m in ranked["metric"]]
-    ranked = ranked.sort_values(["share_holds", "sign_holds", "_default", "_order"],
-                                ascending=[False, False, False, True], kind="stable")
-    best = ranked.iloc[0]
-    tied = ranked[(ranked["share_holds"] == best["share_holds"]) & (ranked["sign_holds"] == best["sign_holds"])]
-    why = (f"its decisions at {best['small']} hold best at {best['large']}: "
-           f"{int(best['sign_holds'])} of {int(best['decided_small'])} keep their sign")
-    if len(tied) > 1:
-        others = ", ".join(f"`{m}`" for m in tied["metric"].iloc[1:])
-        why += f" (tied with {others}; " + (
-            "DataDecide's choice among them)" if best["_default"] else "the first of them in DECISION_METRICS)")
+    if snr is None or snr.empty:
+        return DEFAULT_HEADLINE, "DataDecide's choice: no signal-to-noise could be measured"
+    part = snr[snr["scale"].astype(str) == str(scale)] if scale is not None else snr
+    part = part[np.isfinite(part["snr"])]
+    if part.empty:
+        return DEFAULT_HEADLINE, "DataDecide's choice: no signal-to-noise could be measured"
+    part = part.assign(_default=part["metric"] == DEFAULT_HEADLINE,
+                       _order=[DECISION_METRICS.index(m) if m in DECISION_METRICS else len(DECISION_METRICS)
+                               for m in part["metric"]])
+    part = part.sort_values(["snr", "_default", "_order"], ascending=[False, False, True], kind="stable")
+    best = part.iloc[0]
+    runner = part.iloc[1] if len(part) > 1 else None
+    why = (f"the largest signal-to-noise ratio at {best['scale']}: {best['snr']:.1f} (the candidates' spread over "
+           "the seed-and-item error of a difference)")
+    if runner is not None:
+        why += f"; next `{runner['metric']}` at {runner['snr']:.1f}"
     return str(best["metric"]), why
 
 
 def item_vs_seed(cells: pd.DataFrame, items: Mapping[tuple, Mapping], n_items: int) -> pd.DataFrame:
-    """Per (size, metric): the seeds' spread and the items' sampling error, for one model and for a
-    difference between two candidates (same seed and size, same items).
+    """Per (scale, metric): the seeds' error and the items' error of a difference between two candidates
+    (same seeds, same items), the two parts of a decision's standard error.
 
-    ``seed_sd``: sd over seeds of a candidate's metric, mean over candidates; ``seed_sd_diff``: sd over
-    seeds of a paired difference, mean over pairs; ``item_se``: a cell's item error, mean over cells;
-    ``item_se_diff``: the item error of a paired difference, mean over pairs and seeds; ``enough``:
-    ``item_se_diff < seed_sd_diff`` (the items add less error to a decision than the seeds);
-    ``items_needed``: items per task for item_se_diff to equal seed_sd_diff (1/sqrt(n) scaling).
-    items: (size, candidate, seed) -> the cell's per-item values.
+    ``seed_sd_diff``: sd over seeds of a paired difference, mean over pairs; ``seed_se_diff``: that over
+    sqrt(seeds), the seed part of a decision's SE; ``item_se_diff``: the item part (the item error of the
+    seed-averaged difference), mean over pairs; ``enough``: ``item_se_diff <= seed_se_diff`` (the items add no
+    more error than the seeds); ``items_needed``: items per task at which the item part equals the seed part
+    (1/sqrt(n) scaling). ``seed_sd``, ``item_se``: one candidate's own errors, for reference.
+    items: (scale, candidate, seed) -> the cell's per-item values.
     """
-    from curation.evaluation.items import item_se, items_for, paired_item_se
+    from curation.evaluation.items import item_se, items_for
+    from curation.reporting.decide_stats import item_variance
 
     rows = []
     values = cell_values(cells)
-    for size in dict.fromkeys(cells["size"]):
-        part = values[values["size"] == size]
+    col = "scale" if "scale" in cells.columns else "size"
+    for scale in dict.fromkeys(cells[col]):
+        part = values[values[col] == scale]
         names = list(dict.fromkeys(part["corpus"]))
         seeds = sorted(set(part["seed"]))
         for metric in [m for m in DECISION_METRICS if m in set(part["metric"])]:
             wide = part[part["metric"] == metric].pivot_table(index="seed", columns="corpus", values="value")
-            seed_sd = float(wide.std(ddof=1).mean())
             sd_diff = [float((wide[a] - wide[b]).std(ddof=1)) for a, b in combinations(wide.columns, 2)]
-            cell_se = [item_se(items[(size, c, s)], metric) for c in names for s in seeds if (size, c, s) in items]
-            pair_se = [paired_item_se(items[(size, a, s)], items[(size, b, s)], metric)
-                       for a, b in combinations(names, 2) for s in seeds
-                       if (size, a, s) in items and (size, b, s) in items]
-            row = {"size": size, "metric": metric, "seed_sd": seed_sd,
-                   "seed_sd_diff": float(np.nanmean(sd_diff)) if sd_diff else float("nan"),
+            cell_se = [item_se(items[(scale, c, s)], metric) for c in names for s in seeds if (scale, c, s) in items]
+            pair_se = []
+            for a, b in combinations(names, 2):
+                ka = [items.get((scale, a, s)) for s in seeds]
+                kb = [items.get((scale, b, s)) for s in seeds]
+                if all(ka) and all(kb):
+                    pair_se.append(float(np.sqrt(item_variance(ka, kb, metric)[0])))
+            seed_sd_diff = float(np.nanmean(sd_diff)) if sd_diff else float("nan")
+            row = {"scale": scale, "metric": metric, "seeds": len(seeds),
+                   "seed_sd": float(wide.std(ddof=1).mean()), "seed_sd_diff": seed_sd_diff,
+                   "seed_se_diff": seed_sd_diff / np.sqrt(len(seeds)) if seeds else float("nan"),
                    "item_se": float(np.nanmean(cell_se)) if cell_se else float("nan"),
                    "item_se_diff": float(np.nanmean(pair_se)) if pair_se else float("nan"),
                    "items_per_task": int(n_items)}
-            row["enough"] = bool(row["item_se_diff"] < row["seed_sd_diff"])
-            row["items_needed"] = items_for(row["item_se_diff"], n_items, row["seed_sd_diff"])
+            row["enough"] = bool(row["item_se_diff"] <= row["seed_se_diff"])
+            row["items_needed"] = items_for(row["item_se_diff"], n_items, row["seed_se_diff"])
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def ranking(cells: pd.DataFrame, metric: str, size: str) -> pd.DataFrame:
-    """Candidates by the seed mean of ``metric`` at ``size``, best first (losses ascending)."""
+def ranking(cells: pd.DataFrame, metric: str, scale: str, values: Optional[pd.Series] = None) -> pd.DataFrame:
+    """Candidates by the seed mean of ``metric`` at ``scale``, best first (losses ascending); ``values``: the
+    cells' metric when it is not the table's column (e.g. recomputed over the tasks above chance)."""
     from curation.reporting.decisions import higher_is_better
 
-    part = cells[cells["size"] == size]
-    stats = part.groupby("candidate")[metric].agg(["mean", "std", "count"]).reset_index()
+    col = "scale" if "scale" in cells.columns else "size"
+    mask = cells[col].astype(str) == str(scale)
+    frame = pd.DataFrame({"candidate": cells.loc[mask, "candidate"],
+                          "value": (values if values is not None else cells[metric])[mask]})
+    stats = frame.groupby("candidate", sort=False)["value"].agg(["mean", "std", "count"]).reset_index()
     return stats.sort_values("mean", ascending=not higher_is_better(metric), kind="stable").reset_index(drop=True)
-
-
-def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why: str, *, size: str,
-                   budget_tokens: float, train_tokens: float, parameters: Mapping[str, float],
-                   agreement: Optional[pd.DataFrame] = None, corpus: str = "") -> str:
-    """The Markdown answer: which selection is best on the headline metric at ``size``, by how much
-    (± SE over seeds) against each other candidate, which pairs stay undecided, and the scale it holds at."""
-    order = ranking(cells, headline, size)
-    best = str(order.iloc[0]["candidate"])
-    rows = table[(table["size"] == size) & (table["metric"] == headline)]
-    lines = [f"# Which selection trains the better model{' on ' + corpus if corpus else ''}?", "",
-             f"**Headline metric: `{headline}`** ({why}).", "",
-             f"At a token budget of {budget_tokens:,.0f} reference tokens per candidate, a "
-             f"{parameters.get(size, float('nan')):,.0f}-parameter model ({size}) trained on "
-             f"{train_tokens:,.0f} tokens per cell (<= 1 epoch, no document repeated), "
-             f"{int(cells['seed'].nunique())} seeds:", ""]
-    lines.append(f"| rank | candidate | {headline} (mean ± sd over seeds) |")
-    lines.append("|---:|---|---|")
-    for i, r in order.iterrows():
-        lines.append(f"| {i + 1} | {r['candidate']} | {r['mean']:.5g} ± {r['std']:.2g} |")
-    lines += ["", f"**Recommendation: `{best}`** on `{headline}`."]
-    beaten, undecided, lost = [], [], []
-    for _, r in rows.iterrows():
-        if best not in (r["corpus_a"], r["corpus_b"]):
-            continue
-        other = r["corpus_b"] if r["corpus_a"] == best else r["corpus_a"]
-        diff = r["mean_diff"] if r["corpus_a"] == best else -r["mean_diff"]
-        text = f"`{other}` by {diff:+.4g} ± {r['se']:.2g} (p = {r['p']:.2g})"
-        if not r["decided"]:
-            undecided.append(text)
-        elif r["winner"] == best:
-            beaten.append(text)
-        else:
-            lost.append(text)
-    if beaten:
-        lines.append(f"It beats {'; '.join(beaten)} (decided: > 2 SE over seeds).")
-    if undecided:
-        lines.append(f"Not decided against {'; '.join(undecided)}: on this evidence these are as good.")
-    if lost:
-        lines.append(f"Decided the other way against {'; '.join(lost)}.")
-    others = rows[~rows["decided"] & (rows["corpus_a"] != best) & (rows["corpus_b"] != best)]
-    if not others.empty:
-        lines.append("Other undecided pairs on the headline metric: " + ", ".join(
-            f"{a}-{b}" for a, b in zip(others["corpus_a"], others["corpus_b"])) + ".")
-    lines.append("")
-    for metric in [m for m in DECISION_METRICS if m != headline and m in set(table["metric"])]:
-        top = ranking(cells, metric, size).iloc[0]
-        part = table[(table["size"] == size) & (table["metric"] == metric)]
-        lines.append(f"- `{metric}`: best `{top['candidate']}` ({top['mean']:.5g}); "
-                     f"{int(part['decided'].sum())} of {len(part)} pairs decided.")
-    if agreement is not None and not agreement.empty:
-        lines += ["", "Does the decision hold as the model grows (DataDecide's decision accuracy)?", "",
-                  f"| metric | decided at {agreement['small'].iloc[0]} | its sign holds at {agreement['large'].iloc[0]} "
-                  "| share |", "|---|---:|---:|---:|"]
-        for _, r in agreement.iterrows():
-            lines.append(f"| {r['metric']} | {int(r['decided_small'])} | {int(r['sign_holds'])} | "
-                         f"{r['share_holds']:.2f} |")
-    from curation.reporting.decisions import null_decision_rate
-
-    n_seeds = int(cells["seed"].nunique())
-    lines += ["", f"Read with care: a 2-SE decision over {n_seeds} seeds is a screen (a null difference passes it "
-              f"{100 * null_decision_rate(n_seeds - 1):.0f}% of the time; the p-values say more); it holds at this "
-              "token budget and model size, and beyond them only as far as a two-size agreement shows."]
-    return "\n".join(lines) + "\n"
 
 
 @dataclass
 class DecideReport:
     table: pd.DataFrame  # decision_table
-    agreement: pd.DataFrame  # size_agreement (empty with one size)
+    agreement: pd.DataFrame  # ladder_agreement (every scale against the top; empty with one scale)
     errors: pd.DataFrame  # item_vs_seed
-    figure: Any  # the heat map against cfg.reference at the largest size
+    figure: Any  # the heat map against cfg.reference at the top scale
     text: str  # recommendation.md
     metrics: dict[str, float]
+    snr: pd.DataFrame = field(default_factory=pd.DataFrame)  # signal_to_noise per scale and metric
+    tasks: pd.DataFrame = field(default_factory=pd.DataFrame)  # task_chance at the top scale
+    ladder_figure: Any = None  # decision accuracy against FLOPs (None with one scale)
 
 
 def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: DecideConfig, n_items: int,
-                 corpus: str = "") -> DecideReport:
-    """Everything ``experiment=decide`` writes from its cells: decisions, two-size agreement, item errors,
-    heat map, the recommendation at the largest size (and, with ``cfg.paper``, the paper's order)."""
+                 corpus: str = "", chance: Optional[Mapping[str, float]] = None) -> DecideReport:
+    """Everything ``experiment=decide`` writes from its cells: the decisions with the full SE, signal-to-noise
+    and the headline metric it picks, the tasks at chance (left out of the headline), the ladder's decision
+    accuracy, the item errors, the heat map and the recommendation at the top scale."""
+    from curation.reporting.decide_stats import signal_to_noise, task_chance
+    from curation.reporting.decide_text import ladder_plot, recommendation
     from curation.reporting.decisions import heatmap
 
     order = list(cfg.candidates)
-    table = decision_table(cells, order=order)
-    sizes = list(dict.fromkeys(cells["size"]))
-    agreement = size_agreement(table, sizes[0], sizes[-1]) if len(sizes) > 1 else pd.DataFrame()
-    headline, why = headline_metric(agreement if len(sizes) > 1 else None, cfg.headline)
-    errors = item_vs_seed(cells, items, n_items)
-    size = sizes[-1]
-    params = cells.groupby("size")["parameters"].first().to_dict() if "parameters" in cells else {}
-    text = recommendation(cells, table, headline, why, size=size, budget_tokens=float(cells["budget_tokens"].iloc[0]),
-                          train_tokens=float(cells["train_tokens"].iloc[0]), parameters=params, agreement=agreement,
-                          corpus=corpus)
-    if not errors.empty:
-        text += ("\nItem sampling error next to the seed spread (a difference between two candidates):\n\n"
-                 "| size | metric | seed sd of a difference | item SE of a difference | enough items | items needed |\n"
-                 "|---|---|---:|---:|---|---:|\n")
-        text += "".join(f"| {r['size']} | {r['metric']} | {r['seed_sd_diff']:.3g} | {r['item_se_diff']:.3g} | "
-                        f"{'yes' if r['enough'] else 'no'} | {r['items_needed']} |\n" for _, r in errors.iterrows())
-    shown = table[table["size"] == size].rename(columns={"p": "p_value"})
+    names = scales(cells)
+    top = names[-1]
+    if "scale" not in cells.columns:
+        cells = cells.assign(scale=cells["size"].astype(str))
+    tasks = task_chance(items, top, chance) if chance else pd.DataFrame()
+    above = tasks.loc[~tasks["at_chance"], "task"].tolist() if not tasks.empty else []
+    # every task at chance: the continuous metrics are all there is, over every task (said in the text)
+    headline_tasks = above if above and len(above) < len(tasks) else None
+    # the multiple-choice likelihood metrics average the tasks above chance only (fixed before any comparison:
+    # the level of accuracy, not the candidates' differences, decides it); the gold-text loss keeps every task
+    restrict = {m: headline_tasks for m in DECISION_METRICS if m.startswith("mc_")} if headline_tasks else None
+    table = decision_table(cells, items, order=order, tasks=restrict)
+    snr = signal_to_noise(table)
+    headline, why = headline_metric(snr, cfg.headline, scale=top)
+    agreement = ladder_agreement(table, cells)
+    errors = item_vs_seed(cells, items, n_items) if items else pd.DataFrame()
+    params = cells.groupby("scale")["parameters"].first().to_dict() if "parameters" in cells else {}
+    text = recommendation(cells, table, headline, why, scale=top, items=items, snr=snr, tasks=tasks,
+                          headline_tasks=headline_tasks, budget_tokens=float(cells["budget_tokens"].iloc[0])
+                          if "budget_tokens" in cells else float("nan"),
+                          parameters=params, agreement=agreement, errors=errors, corpus=corpus)
+    shown = table[table["scale"].astype(str) == str(top)].rename(columns={"p": "p_value"})
     if cfg.paper == "table2":
         from curation.reporting.table2 import paper_verdict
 
@@ -315,8 +318,13 @@ def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: Decid
         text += "\nAgainst DATAMASK Table 2 (the 1.5B averages of each corpus's analogue):\n\n" + "".join(
             f"- {line}\n" for line in lines)
     figure = heatmap(shown, cfg.reference, [m for m in DECISION_METRICS if m in set(shown["metric"])],
-                     f"decide ({size}): candidate - {cfg.reference}")
-    metrics = {"decide_decided_pairs": float(table["decided"].sum()), "decide_pairs": float(len(table))}
+                     f"decide ({top}): candidate - {cfg.reference}")
+    metrics = {"decide_decided_pairs": float(table["decided"].sum()), "decide_pairs": float(len(table)),
+               "decide_scales": float(len(names))}
     for _, r in agreement.iterrows():
-        metrics[f"decide_share_holds_{r['metric']}"] = float(r["share_holds"])
-    return DecideReport(table, agreement, errors, figure, text, metrics)
+        if r["large"] == top and r["small"] == names[0]:
+            metrics[f"decide_sign_agreement_{r['metric']}"] = float(r["sign_agreement_all"])
+    for _, r in snr[snr["scale"].astype(str) == str(top)].iterrows():
+        metrics[f"decide_snr_{r['metric']}"] = float(r["snr"])
+    return DecideReport(table, agreement, errors, figure, text, metrics, snr, tasks,
+                        ladder_plot(agreement) if not agreement.empty else None)

@@ -239,24 +239,26 @@ def _decide(run: dict[str, float], report: dict[str, float], record: RunRecord) 
     """``experiment=decide`` (issue #38): the cells, the equal budget, and the recommendation's first line."""
     section = Section("decide")
     section.rows.append(("cells", f"{_num(run.get('decide_cells'))} ({_num(run.get('decide_candidates'))} candidates x "
-                                  f"{_num(run.get('decide_sizes'))} sizes x seeds) in "
+                                  f"{_num(run.get('decide_scales', run.get('decide_sizes')))} scales x seeds) in "
                                   f"{_num(run.get('decide_seconds'), 1)} s"))
     section.rows.append(("budget", f"{_num(run.get('decide_budget_tokens'))} reference tokens per candidate; "
                                    f"at most {_num(run.get('decide_max_epochs'))} epochs of any candidate"))
     if report:
         section.rows.append(("decided", f"{_num(report.get('decide_decided_pairs'))} of "
-                                        f"{_num(report.get('decide_pairs'))} (size, pair, metric) comparisons"))
+                                        f"{_num(report.get('decide_pairs'))} (scale, pair, metric) comparisons "
+                                        "(seed and item error, Holm-corrected)"))
     path = record.outputs.get("decide_recommendation_markdown")
     if path:
         from curation.paths import project_root
 
         file = Path(path) if Path(path).is_absolute() else project_root() / path
-        line = next((x for x in file.read_text().splitlines() if x.startswith("**Recommendation")), "") \
-            if file.is_file() else ""
-        if line:
-            section.rows.append(("recommendation", line.replace("**", "").replace("`", "")))
+        text = file.read_text().splitlines() if file.is_file() else []
+        for label, start in (("metrics", "**Metrics disagree"), ("answer", "**Answer")):
+            line = next((x for x in text if x.startswith(start)), "")
+            if line:
+                section.rows.append((label, line.replace("**", "").replace("`", "")))
         section.rows.append(("written", f"{Path(path).parent}/: recommendation.md, decisions.csv (mean_diff, se, p, "
-                                        "decided), decisions.png, item_vs_seed.csv"))
+                                        "se_seed, se_item, p_holm, decided), snr.csv, tasks.csv, decisions.png, ladder.png, item_vs_seed.csv"))
     return section
 
 

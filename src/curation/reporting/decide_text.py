@@ -1,0 +1,242 @@
+"""The answer a data team reads from a decide run (issue #43): ``recommendation.md`` and the ladder plot.
+
+Its order is the evidence's: when two metrics decide a pair opposite ways that comes first, with both sides'
+numbers and what each metric measures; then the headline metric (chosen by signal-to-noise before any
+comparison) and its verdict. A winner is named only when it is decided against every other candidate;
+otherwise the text names the group that cannot be separated, or says there is no winner and what would decide
+(seeds, items or training tokens, estimated from the two parts of the error). No Kedro or MLflow here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+# What each decision metric measures, said beside a disagreement (a reader has to pick which matters to them).
+MEANING = {
+    "average": "accuracy averaged over the abilities (near chance for models this small)",
+    "mc_correct_prob_per_char": "the probability the model puts on the correct answer (per character), averaged "
+                                "over the multiple-choice tasks",
+    "mc_norm_correct_prob_per_char": "the correct answer's share of the probability over all the choices (how much "
+                                     "it prefers the right answer to the wrong ones)",
+    "mc_margin_per_char": "the correct answer's log-probability margin over the best wrong answer (per character)",
+    "mc_correct_logprob_per_char": "the correct answer's log-probability (per character)",
+    "ref_bits_per_byte": "the loss on the tasks' gold texts, in bits per byte (lower is better): how well the "
+                         "model predicts that text, not how it chooses between answers",
+}
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}" if np.isfinite(x) else "n/a"
+
+
+def _pair_text(r: pd.Series, winner: str) -> str:
+    diff = r["mean_diff"] if r["corpus_a"] == winner else -r["mean_diff"]
+    return (f"{diff:+.4g} ± {r['se']:.2g} (seeds {r['se_seed']:.2g}, items {r['se_item']:.2g}; "
+            f"p = {r['p']:.2g}, Holm {r['p_holm']:.2g})")
+
+
+def disagreements(table: pd.DataFrame, scale: str) -> list[tuple[str, str, list[tuple[str, str, pd.Series]]]]:
+    """Pairs that two metrics decide opposite ways at ``scale``: (a, b, [(metric, winner, row), ...])."""
+    part = table[(table["scale"].astype(str) == str(scale)) & table["decided"]]
+    out = []
+    for (a, b), group in part.groupby(["corpus_a", "corpus_b"], sort=False):
+        if group["winner"].nunique() > 1:
+            out.append((a, b, [(r["metric"], r["winner"], r) for _, r in group.iterrows()]))
+    return out
+
+
+def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why: str, *, scale: str,
+                   items: Optional[Mapping] = None, snr: Optional[pd.DataFrame] = None,
+                   tasks: Optional[pd.DataFrame] = None, headline_tasks: Optional[Sequence[str]] = None,
+                   budget_tokens: float = float("nan"), parameters: Optional[Mapping[str, float]] = None,
+                   agreement: Optional[pd.DataFrame] = None, errors: Optional[pd.DataFrame] = None,
+                   corpus: str = "") -> str:
+    """The Markdown answer at ``scale`` (the top rung): disagreement between metrics first, then the headline
+    metric's verdict, the ranking, signal-to-noise per metric, tasks at chance, the ladder and the errors."""
+    from curation.reporting.decide import ranking
+    from curation.reporting.decide_stats import cell_metric, seeds_and_items_needed
+
+    parameters = parameters or {}
+    part = table[table["scale"].astype(str) == str(scale)]
+    rows = part[part["metric"] == headline]
+    col = "scale" if "scale" in cells.columns else "size"
+    at = cells[cells[col].astype(str) == str(scale)]
+    lines = [f"# Which selection trains the better model{' on ' + corpus if corpus else ''}?", ""]
+
+    conflicts = disagreements(table, scale)
+    if conflicts:
+        lines += [f"**Metrics disagree at {scale}:** on {len(conflicts)} pair(s) one metric decides one way and "
+                  "another the other way. Which selection is better depends on what you measure:", ""]
+        used = []
+        for a, b, verdicts in conflicts:
+            said = "; ".join(f"`{m}` says `{w}` {_pair_text(r, w)}" for m, w, r in verdicts)
+            lines.append(f"- `{a}` vs `{b}`: {said}")
+            used += [m for m, _, _ in verdicts]
+        lines += ["", "What each measures:", ""]
+        lines += [f"- `{m}`: {MEANING.get(m, m)}" for m in dict.fromkeys(used)]
+        lines.append("")
+
+    n_seeds = int(at["seed"].nunique()) if not at.empty else 0
+    train_tokens = float(at["train_tokens"].iloc[0]) if "train_tokens" in at and not at.empty else float("nan")
+    lines += [f"**Headline metric: `{headline}`** ({why}). It measures {MEANING.get(headline, headline)}.", "",
+              f"At {budget_tokens:,.0f} reference tokens per candidate, a "
+              f"{parameters.get(scale, float('nan')):,.0f}-parameter model trained on {train_tokens:,.0f} tokens per "
+              f"cell (<= 1 epoch, no document repeated), {n_seeds} seeds:", ""]
+    restricted = headline_tasks is not None and headline.startswith("mc_")
+    values = cell_metric(at, items, headline, headline_tasks) if restricted else None
+    order = ranking(at, headline, scale, values)
+    draws = at.groupby("candidate")["corpus_digest"].nunique() if "corpus_digest" in at else pd.Series(dtype=int)
+    lines += [f"| rank | candidate | {headline} (mean ± sd over seeds) | selection draws |", "|---:|---|---|---:|"]
+    for i, r in order.iterrows():
+        lines.append(f"| {i + 1} | {r['candidate']} | {r['mean']:.5g} ± {r['std']:.2g} | {int(draws.get(r['candidate'], 1))} |")
+    lines.append("")
+    lines += _verdict(order, rows, headline, scale, seeds_and_items_needed, errors)
+    lines.append("")
+
+    if snr is not None and not snr.empty:
+        top = snr[snr["scale"].astype(str) == str(scale)]
+        lines += ["Signal and noise per metric at this scale (the headline is the largest ratio):", "",
+                  "| metric | signal (sd of the candidates' means) | noise (error of one mean vs the others) | "
+                  "SNR | pairs decided | best |", "|---|---:|---:|---:|---:|---|"]
+        for _, r in top.iterrows():
+            dec = part[part["metric"] == r["metric"]]
+            best = _best(dec, r["metric"])
+            lines.append(f"| {r['metric']} | {r['signal']:.3g} | {r['noise']:.3g} | {r['snr']:.2f} | "
+                         f"{int(dec['decided'].sum())} of {len(dec)} | {best} |")
+        lines.append("")
+    if tasks is not None and not tasks.empty:
+        at_chance = tasks[tasks["at_chance"]]
+        named = ", ".join(f"{t} ({v:.3f} vs {c:.3f})" for t, v, c in zip(at_chance["task"], at_chance["value"],
+                                                                          at_chance["chance"]))
+        if headline_tasks is None and len(at_chance) == len(tasks):
+            lines.append(f"Every task is at chance in accuracy at {scale} ({named}): the headline averages all of "
+                         "them and reads as a likelihood of the right answer, not as ability.")
+        elif len(at_chance):
+            lines.append(f"Tasks at chance in accuracy at {scale}, left out of the multiple-choice metrics' average "
+                         f"(the headline's among them): {named}. They average {', '.join(headline_tasks or [])}.")
+        else:
+            lines.append(f"No task is at chance in accuracy at {scale}.")
+        lines.append("")
+    if agreement is not None and not agreement.empty:
+        lines += _ladder_lines(agreement)
+    if errors is not None and not errors.empty:
+        e = errors[errors["scale"].astype(str) == str(scale)]
+        lines += ["The two parts of a difference's error at this scale (items per task: "
+                  f"{int(e['items_per_task'].iloc[0]) if len(e) else 0}):", "",
+                  "| metric | seed SE | item SE | items enough | items for item SE = seed SE |",
+                  "|---|---:|---:|---|---:|"]
+        lines += [f"| {r['metric']} | {r['seed_se_diff']:.3g} | {r['item_se_diff']:.3g} | "
+                  f"{'yes' if r['enough'] else 'no'} | {r['items_needed']} |" for _, r in e.iterrows()]
+        lines.append("")
+    lines.append("How this was decided: each difference's standard error counts the training seeds (each seed on "
+                 "its own selection draw for a stochastic selection) and the evaluation items; a pair is decided "
+                 "when Cochran-Cox's test on that error, Holm-corrected over the pairs of its metric and scale, is "
+                 "below 0.05 (docs/pretraining.md#decide). It holds at this token budget and scale, and beyond "
+                 "them only as far as the ladder shows.")
+    return "\n".join(lines) + "\n"
+
+
+def _verdict(order: pd.DataFrame, rows: pd.DataFrame, headline: str, scale: str, needed: Any,
+             errors: Optional[pd.DataFrame]) -> list[str]:
+    """The answer line (``**Answer: ...**``) and what it rests on."""
+    if order.empty or rows.empty:
+        return ["**Answer: no winner**: no pair could be compared on the headline metric."]
+    leader = str(order.iloc[0]["candidate"])
+    tied = order[order["mean"] == order.iloc[0]["mean"]]
+    others = [str(c) for c in order["candidate"] if c != leader]
+    beaten, undecided = [], []
+    for _, r in rows.iterrows():
+        if leader not in (r["corpus_a"], r["corpus_b"]):
+            continue
+        other = r["corpus_b"] if r["corpus_a"] == leader else r["corpus_a"]
+        (beaten if r["decided"] and r["winner"] == leader else undecided).append((other, r))
+    out = []
+    if len(tied) > 1:
+        names = ", ".join(f"`{c}`" for c in tied["candidate"])
+        out.append(f"**Answer: no winner**: {names} tie exactly on `{headline}`.")
+    elif len(beaten) == len(others):
+        out.append(f"**Answer: `{leader}`** on `{headline}` at {scale}: decided better than every other candidate.")
+    elif beaten:
+        group = [leader] + [o for o, _ in undecided]
+        out.append(f"**Answer: no single winner**: `{leader}` leads on `{headline}` but is not separated from "
+                   f"{', '.join(f'`{o}`' for o, _ in undecided)}; the top group is {', '.join(f'`{g}`' for g in group)}.")
+    elif rows["decided"].any():
+        out.append(f"**Answer: no winner**: `{leader}` leads on `{headline}` but is decided against no other "
+                   "candidate; only pairs below it are decided.")
+    else:
+        out.append(f"**Answer: no winner**: no pair of candidates is decided on `{headline}` at {scale}; on this "
+                   "evidence they train equally good models.")
+    if beaten:
+        out.append(f"`{leader}` beats " + "; ".join(f"`{o}` by {_pair_text(r, leader)}" for o, r in beaten) + ".")
+    if undecided:
+        out.append("Not decided against " + "; ".join(f"`{o}` ({_pair_text(r, leader)})" for o, r in undecided)
+                   + ".")
+        second = str(order.iloc[1]["candidate"])
+        other, r = next(((o, x) for o, x in undecided if o == second), undecided[0])
+        seeds, n_items = needed(r["mean_diff"], r["se_seed"], r["se_item"], int(r["seeds"]),
+                                _items_per_task(errors, scale))
+        what = []
+        if seeds > 0:
+            what.append(f"about {seeds} seeds at today's items")
+        if n_items > 0:
+            what.append(f"about {n_items} items per task at today's seeds")
+        if not what:
+            what.append("neither more seeds alone nor more items alone (both parts of the error are too large for "
+                        "this difference): both, or more training tokens")
+        out.append(f"What would decide `{leader}` vs `{other}` (a difference of {abs(r['mean_diff']):.3g}, if it is "
+                   f"real): {' or '.join(what)}; more training tokens may widen it (the ladder says whether "
+                   "differences grow with compute).")
+    return out
+
+
+def _best(rows: pd.DataFrame, metric: str) -> str:
+    """The candidate with the best mean in a metric's decision rows (the means the decisions used)."""
+    from curation.reporting.decisions import higher_is_better
+
+    if rows.empty:
+        return ""
+    means = pd.concat([rows.set_index("corpus_a")["mean_a"], rows.set_index("corpus_b")["mean_b"]])
+    means = means[~means.index.duplicated()]
+    return str(means.idxmax() if higher_is_better(metric) else means.idxmin())
+
+
+def _items_per_task(errors: Optional[pd.DataFrame], scale: str) -> int:
+    if errors is None or errors.empty:
+        return 0
+    e = errors[errors["scale"].astype(str) == str(scale)]
+    return int(e["items_per_task"].iloc[0]) if len(e) else 0
+
+
+def _ladder_lines(agreement: pd.DataFrame) -> list[str]:
+    top = agreement["large"].iloc[0]
+    lines = [f"Does a decision made on less compute hold at {top} (DataDecide's decision accuracy: the share of "
+             "pairs ordered as at the top)?", "",
+             "| metric | scale | FLOPs | pairs ordered as at the top | decided there | of those, sign holds |",
+             "|---|---|---:|---:|---:|---:|"]
+    for _, r in agreement.iterrows():
+        lines.append(f"| {r['metric']} | {r['small']} | {r.get('flops_small', float('nan')):.2g} | "
+                     f"{r['sign_agreement_all']:.2f} | {int(r['decided_small'])} | {int(r['sign_holds'])} |")
+    return lines + [""]
+
+
+def ladder_plot(agreement: pd.DataFrame):
+    """DataDecide's Fig. 1 shape: decision accuracy (share of pairs ordered as at the top scale) against the
+    lower scale's training FLOPs, one line per metric."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.0))
+    for metric, part in agreement.groupby("metric", sort=False):
+        part = part.sort_values("flops_small")
+        ax.plot(part["flops_small"], part["sign_agreement_all"], marker="o", label=metric)
+    ax.set_xscale("log")
+    ax.set_ylim(-0.05, 1.05)
+    ax.axhline(0.5, color="0.6", linestyle=":", linewidth=1)
+    ax.set_xlabel("training FLOPs of the lower rung (6 x parameters x tokens)")
+    ax.set_ylabel(f"pairs ordered as at {agreement['large'].iloc[0]}")
+    ax.set_title("decision accuracy along the compute ladder", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
