@@ -189,6 +189,11 @@ CASES = [
          r"pipeline=nope: no such pipeline\. Fix: name one of __default__, .*ingest"),
     Case("override_without_value", "curate", curate("data.max_docs"),
          r"Error parsing override 'data\.max_docs': .*Fix: write each override as key=value"),
+    Case("budget_docs_and_tokens", "curate", curate("data.path={inp}/good.parquet", "budget.docs=5",
+                                                    "budget.tokens=1000"),
+         r"budget\.docs=5: must be null when budget\.tokens is set .*Fix: keep one of budget\.docs and budget\.tokens"),
+    Case("kedro_budget_docs_and_token_ratio", "kedro", kedro("ingest", "budget.docs=5,budget.token_ratio=0.1"),
+         r"budget\.docs=5: must be null when budget\.token_ratio is set .*Fix: keep one of budget\.docs"),
     Case("namespace_outside_data", "curate", curate("data.path={inp}/good.parquet", "run.namespace=../../escape"),
          r"run\.namespace='\.\./\.\./escape': must be a folder name inside each data layer"),
     # curate: the namespace and the disk

@@ -126,6 +126,8 @@ def test_token_budget_reads_tokens_or_ratio_and_refuses_both():
     assert token_budget({"keep_ratio": 0.1}, 4000) is None
     with pytest.raises(ValueError, match="both set"):
         token_budget({"tokens": 1, "token_ratio": 0.5}, 10)
+    with pytest.raises(ValueError, match=r"budget\.docs and budget\.token_ratio are both set"):
+        token_budget({"docs": 5, "token_ratio": 0.5}, 10)
 
 
 def test_a_budget_above_the_pool_names_the_option(pool):
@@ -142,6 +144,12 @@ def test_budget_config_refuses_tokens_and_ratio_together():
     assert BudgetConfig(tokens=1000).tokens == 1000
     with pytest.raises(ConfigError, match="token_ratio"):
         BudgetConfig(tokens=1000, token_ratio=0.1)
+    # docs with a token budget was ignored without a word (issue #44): refused, naming both keys and the fix
+    for tokens, ratio, key in ((1000, None, "tokens"), (None, 0.1, "token_ratio")):
+        with pytest.raises(ConfigError, match=rf"^docs=50: must be null when budget\.{key} is set .*Fix: keep one of "
+                                              rf"budget\.docs and budget\.{key}"):
+            BudgetConfig(docs=50, tokens=tokens, token_ratio=ratio)
+    assert BudgetConfig(docs=50).docs == 50
     with pytest.raises(ConfigError, match="domain_proportions"):
         BudgetConfig(token_ratio=0.1, domain_proportions={"web": 1.0})
     with pytest.raises(ConfigError, match="sum to 1"):

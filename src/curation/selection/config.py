@@ -378,11 +378,11 @@ class BudgetConfig:
     """``conf/budget/default.yaml``: documents the selection keeps (DATAMASK keeps ~10% of FineWeb)."""
 
     keep_ratio: float = 0.1  # fraction of ratio_of; strictly between 0 and 1
-    docs: Optional[int] = None  # an exact number of documents instead (overrides keep_ratio)
+    docs: Optional[int] = None  # an exact number of documents instead (overrides keep_ratio; not with tokens)
     ratio_of: str = "corpus"  # corpus (ingested, before pruning) | candidates (what the selection sees)
     candidates: Optional[int] = None  # select from a seeded random subset of this many pruned candidates
     # A token budget instead of a document one (issue #38; curation.selection.tokens): the selected documents'
-    # reference-tokenizer tokens (curation.data.tokens) within 1% of it. Overrides keep_ratio / docs.
+    # reference-tokenizer tokens (curation.data.tokens) within 1% of it. Overrides keep_ratio; refused with docs.
     tokens: Optional[int] = None  # tokens to select (count)
     token_ratio: Optional[float] = None  # or a share of the ingested corpus's tokens, in (0, 1)
     domain_column: Optional[str] = None  # fixed domain proportions by this document column (e.g. source)
@@ -397,6 +397,11 @@ class BudgetConfig:
         in_range("token_ratio", self.token_ratio, 0, 1, low_open=True, high_open=True, optional=True)
         check(self.tokens is None or self.token_ratio is None, "token_ratio", self.token_ratio,
               "null when budget.tokens is set (keep one of the two)")
+        token_key = "tokens" if self.tokens is not None else "token_ratio"
+        check(self.docs is None or (self.tokens is None and self.token_ratio is None), "docs", self.docs,
+              f"null when budget.{token_key} is set (a budget counts documents or tokens, and the token budget "
+              f"would override budget.docs). Fix: keep one of budget.docs and budget.{token_key} "
+              f"(set the other to null)")
         check(self.domain_proportions is None or self.domain_column is not None, "domain_proportions",
               self.domain_proportions, "null unless budget.domain_column names the document column of the domains")
         if self.domain_proportions is not None:

@@ -91,6 +91,9 @@ def token_budget(budget: Mapping[str, Any], corpus_tokens: Optional[float]) -> O
     tokens, ratio = budget.get("tokens"), budget.get("token_ratio")
     if tokens is not None and ratio is not None:
         raise ValueError("budget.tokens and budget.token_ratio are both set: keep one")
+    if budget.get("docs") is not None and (tokens is not None or ratio is not None):
+        raise ValueError(f"budget.docs and budget.{'tokens' if tokens is not None else 'token_ratio'} are both "
+                         f"set: keep one (a budget counts documents or tokens)")
     if tokens is not None:
         if int(tokens) < 1:
             raise ValueError(f"budget.tokens must be >= 1, got {tokens}")
