@@ -83,6 +83,11 @@ def _make_inputs(folder: Path) -> Path:
     raw[2] = raw[2][:at] + b"\xff\xfe" + raw[2][at:]  # line 3: bytes in its text that are not UTF-8
     (folder / "latin.jsonl").write_bytes(b"\n".join(raw) + b"\n")
     (folder / "array.jsonl").write_text("[1, 2]\n\"a string\"\n")
+    rows = [{"id": r.id, "text": r.text} for r in head.itertuples()]
+    rows[3]["text"], rows[7]["text"] = {"body": rows[3]["text"]}, [rows[7]["text"]]  # an object, an array
+    (folder / "objtext.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "alltextobj.jsonl").write_text("".join(json.dumps({"id": r["id"], "text": {"body": str(r["text"])}})
+                                                     + "\n" for r in rows))
     (folder / "bad.jsonl.gz").write_bytes(b"\x1f\x8b" + bytes(range(100)))
     (folder / "table.csv").write_text("id,text\na,b\n")
     (folder / "emptydir").mkdir()
@@ -163,6 +168,9 @@ CASES = [
          r"good\.parquet: required column 'doc_id' is missing .*Set data\.id_column"),
     Case("text_column_of_numbers", "curate", curate("data.path={inp}/inttext.parquet"),
          r"inttext\.parquet: the text column 'text' holds int64 values, not text .*Fix: set data\.text_column"),
+    Case("text_column_of_json_objects", "curate", curate("data.path={inp}/alltextobj.jsonl"),
+         r"alltextobj\.jsonl: the text column 'text' holds JSON objects \(dict\), not text \(row 0.*Fix: set "
+         r"data\.text_column"),
     Case("id_that_is_a_list", "curate", curate("data.path={inp}/listid.parquet"),
          r"listid\.parquet: row 0 \(counted from 0\): the id \('id'\) is a list.*Fix: set data\.id_column"),
     Case("every_text_not_utf8", "curate", curate("data.path={inp}/utf16.parquet"),
@@ -218,6 +226,8 @@ CASES = [
          r"duplicate_id", exit=0, drops={"duplicate_id": 4}, source_file="b.parquet"),
     Case("blank_text_and_missing_ids", "curate", curate("data.path={inp}/blanks.parquet"),
          r"missing_id|empty_text", exit=0, drops={"missing_id": 2, "empty_text": 2}, source_file="blanks.parquet"),
+    Case("text_that_is_a_json_object_in_some_rows", "curate", curate("data.path={inp}/objtext.jsonl"), r"not_text",
+         exit=0, drops={"not_text": 2}, source_file="objtext.jsonl"),
     Case("corpus_of_one_document", "curate", curate("data.path={inp}/one.parquet"), r"kept +1 ", exit=0),
     # kedro run
     Case("kedro_unknown_key", "kedro", kedro("ingest", "data.bogus=1"),

@@ -9,6 +9,10 @@ Reasons, in the order they are checked (a row gets the first that applies):
 ``invalid_json``    the line of a JSONL shard is not a JSON object (column
                     ``_parse_error`` set by the reader)
 ``missing_id``      id is null or empty
+``not_text``        text is a value that is not a string: a JSON object or array, a number or a
+                    boolean in some rows of a JSONL file, a list or struct cell of parquet (stringified,
+                    it would be scored as its Python repr); a text column with no string at all is
+                    refused instead, as a numeric one is
 ``invalid_utf8``    text is bytes that do not decode as UTF-8, or a str that
                     holds lone surrogates (how pandas' ``encoding_errors=
                     "surrogateescape"`` keeps undecodable bytes of a JSONL file)
@@ -34,7 +38,7 @@ from curation.errors import InvalidIdError, UserError
 
 PARSE_ERROR = "_parse_error"  # set by curation.datasets.jsonl for lines that are not JSON objects
 LINE = "_line"  # set by curation.datasets.jsonl: the 1-based line of each row in its file
-REASONS = ("invalid_json", "missing_id", "invalid_utf8", "empty_text", "too_long", "duplicate_id")
+REASONS = ("invalid_json", "missing_id", "not_text", "invalid_utf8", "empty_text", "too_long", "duplicate_id")
 
 
 class SchemaError(UserError, ValueError):
@@ -47,6 +51,26 @@ _SCALAR_IDS = (str, int, float, bool, np.integer, np.floating, np.bool_)
 def _bad_id(raw_id: object) -> bool:
     """An id that is not one scalar value (a list, an array, a dict, a set): refused, not stringified."""
     return raw_id is not None and raw_id is not pd.NA and not isinstance(raw_id, _SCALAR_IDS)
+
+
+_TEXT_TYPES = (str, bytes, bytearray, memoryview)  # bytes are decoded as UTF-8 (invalid_utf8 otherwise)
+
+
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
+
+
+def _not_text(value: object) -> bool:
+    """A text cell that is neither missing nor a string (nor bytes): a dict, a list, an array, a number, a bool."""
+    return not _missing(value) and not isinstance(value, _TEXT_TYPES)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, dict):
+        return "JSON objects (dict)"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "arrays (list)"
+    return f"{type(value).__name__} values"
 
 
 def _where(position: int, line: object) -> str:
@@ -116,6 +140,17 @@ def check_schema(frame: pd.DataFrame, config: ValidationConfig, source_name: str
             f"{source_name}: the text column {config.text_column!r} holds {text.dtype} values, not text "
             f"(columns present: {sorted(map(str, frame.columns))}). Fix: set data.text_column to the column "
             f"that holds the documents' text.")
+    if text.dtype == object:
+        values = text.tolist()
+        # no string at all (a struct or list column, or every JSONL text an object): the wrong column, refused as a
+        # numeric one is; some rows of another type are dropped as not_text (validate_documents), and counted
+        if not any(isinstance(v, _TEXT_TYPES) for v in values):
+            first = next((i for i, v in enumerate(values) if _not_text(v)), None)
+            if first is not None:
+                raise SchemaError(
+                    f"{source_name}: the text column {config.text_column!r} holds {_kind(values[first])}, not text "
+                    f"(row {first}, counted from 0, is the first; columns present: {sorted(map(str, frame.columns))})."
+                    f" Fix: set data.text_column to the column that holds the documents' text as strings.")
 
 
 def _decode(value: object) -> tuple[str | None, bool]:
@@ -183,6 +218,9 @@ def validate_documents(
             reason = "invalid_json"
         elif not doc_id:
             reason = "missing_id"
+        elif _not_text(raw_text):
+            reason = "not_text"
+            text = None
         elif not utf8_ok:
             reason = "invalid_utf8"
         elif text is None or not text.strip():

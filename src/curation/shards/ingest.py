@@ -389,6 +389,7 @@ def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_r
 _FIX = {
     "missing_id": "data.id_column names the id column",
     "empty_text": "data.text_column names the text column",
+    "not_text": "data.text_column names a column of strings (not JSON objects, arrays or numbers)",
     "too_long": "data.max_chars (default 1,000,000 characters) fits the documents",
     "invalid_json": "the files are JSON Lines (one JSON object per line; data.format forces a format)",
     "invalid_utf8": "the text is UTF-8",
