@@ -83,6 +83,9 @@ def _make_inputs(folder: Path) -> Path:
     raw[2] = raw[2][:at] + b"\xff\xfe" + raw[2][at:]  # line 3: bytes in its text that are not UTF-8
     (folder / "latin.jsonl").write_bytes(b"\n".join(raw) + b"\n")
     (folder / "array.jsonl").write_text("[1, 2]\n\"a string\"\n")
+    (folder / "mixed" / "sub").mkdir(parents=True)  # half parquet in a subfolder, half JSON Lines (one line cut)
+    head.head(6).to_parquet(folder / "mixed" / "sub" / "half.parquet")
+    (folder / "mixed" / "half.jsonl").write_text("\n".join(lines[6:]) + "\n" + lines[6][:30])
     rows = [{"id": r.id, "text": r.text} for r in head.itertuples()]
     rows[3]["text"], rows[7]["text"] = {"body": rows[3]["text"]}, [rows[7]["text"]]  # an object, an array
     (folder / "objtext.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -228,6 +231,8 @@ CASES = [
          r"missing_id|empty_text", exit=0, drops={"missing_id": 2, "empty_text": 2}, source_file="blanks.parquet"),
     Case("text_that_is_a_json_object_in_some_rows", "curate", curate("data.path={inp}/objtext.jsonl"), r"not_text",
          exit=0, drops={"not_text": 2}, source_file="objtext.jsonl"),
+    Case("folder_of_parquet_and_jsonl", "curate", curate("data.path={inp}/mixed"), r"invalid_json", exit=0,
+         drops={"invalid_json": 1}, source_file="half.jsonl"),  # the JSON Lines half is read (format auto)
     Case("corpus_of_one_document", "curate", curate("data.path={inp}/one.parquet"), r"kept +1 ", exit=0),
     # kedro run
     Case("kedro_unknown_key", "kedro", kedro("ingest", "data.bogus=1"),

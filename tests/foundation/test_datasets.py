@@ -58,6 +58,28 @@ def test_glob_and_single_file(corpus_sample, tmp_path):
     assert [len(f()) for f in single.values()] == [20]
 
 
+def test_a_folder_of_parquet_and_jsonl_is_read_whole(corpus_sample, tmp_path, caplog):
+    """Issue #44: 50 documents as parquet in a subfolder and 50 as .jsonl; format auto read the parquet alone
+    ("read 50 rows from 1 of 1 shards", exit 0). Now each file is read in its own format; a forced format reads
+    its own files and says which it leaves out."""
+    tmp_path = tmp_path / "corpus"  # beside the staging folder
+    (tmp_path / "sub").mkdir(parents=True)
+    corpus_sample.iloc[:50].to_parquet(tmp_path / "sub" / "half.parquet")
+    rows = [{"id": i, "text": t} for i, t in zip(corpus_sample["id"][50:100], corpus_sample["text"][50:100])]
+    _write_jsonl(tmp_path / "a.jsonl", rows[:30])
+    _write_jsonl(tmp_path / "b.jsonl.gz", rows[30:])
+    shards = CorpusShardsDataset(path=str(tmp_path)).load()
+    assert list(shards) == ["a.jsonl", "b.jsonl.gz", "sub/half.parquet"]
+    documents, _, metrics = ingest_documents(shards, DATA_PARAMS)
+    assert metrics["rows_read"] == 100 and metrics["shards_read"] == 3
+    assert sorted(documents["id"]) == sorted(corpus_sample["id"][:100])
+    with caplog.at_level("WARNING", logger="curation.datasets.corpus"):
+        parquet = CorpusShardsDataset(path=str(tmp_path), format="parquet").load()
+    assert list(parquet) == ["sub/half.parquet"]
+    assert "data.format=parquet: 2 file(s) of the other format" in caplog.text and "a.jsonl" in caplog.text
+    assert list(CorpusShardsDataset(path=str(tmp_path), format="jsonl").load()) == ["a.jsonl", "b.jsonl.gz"]
+
+
 def test_jsonl_zst_and_gz_with_invalid_utf8_line_counted(corpus_sample, tmp_path):
     rows = [{"id": i, "text": t} for i, t in zip(corpus_sample["id"][:5], corpus_sample["text"][:5])]
     _write_jsonl(tmp_path / "a.jsonl.zst", rows[:3], raw_lines=[b'{"id": "bad", "text": "caf\xe9 \xff"}\n', b'{"id": "cut", "te\n'])

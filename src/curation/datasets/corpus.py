@@ -8,6 +8,8 @@ dataset (kedro-datasets' ``pandas.ParquetDataset``, or our tolerant
 from __future__ import annotations
 
 import glob as _glob
+import logging
+from copy import deepcopy
 from functools import partial
 from pathlib import PurePosixPath
 from typing import Any
@@ -20,13 +22,23 @@ from curation.errors import UserError
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".json.gz", ".json.zst", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
+SUFFIXES = {"parquet": PARQUET_SUFFIXES, "jsonl": JSONL_SUFFIXES}
+READERS = {"parquet": "pandas.ParquetDataset", "jsonl": "curation.datasets.jsonl.JSONLinesDataset"}
+
+log = logging.getLogger(__name__)
+
+
+def file_format(name: str) -> str | None:
+    """``parquet`` or ``jsonl`` from a file's suffix; None for any other file."""
+    return next((fmt for fmt, suffixes in SUFFIXES.items() if name.endswith(suffixes)), None)
 
 
 def _infer_format(names: list[str]) -> str:
-    if any(n.endswith(PARQUET_SUFFIXES) for n in names):
-        return "parquet"
-    if any(n.endswith(JSONL_SUFFIXES) for n in names):
-        return "jsonl"
+    """The formats of ``names`` (``parquet``, ``jsonl`` or ``parquet+jsonl`` for a folder of both: each file is
+    then read in its own format); refused when no file has a known suffix."""
+    found = [fmt for fmt in SUFFIXES if any(file_format(n) == fmt for n in names)]
+    if found:
+        return "+".join(found)
     raise CorpusFormatError(
         "data.path matches no parquet (.parquet) or jsonl (.jsonl, .jsonl.gz, .jsonl.zst) files: "
         f"{names[:5]}{' ...' if len(names) > 5 else ''}. Fix: point data.path at .parquet or .jsonl files, a "
@@ -78,7 +90,8 @@ class CorpusShardsDataset(PartitionedDataset):
     Args:
         path: a file, a directory (searched recursively) or a glob such as
             ``s3://bucket/fineweb/*/part-*.parquet``.
-        format: ``auto`` (from the file suffixes), ``parquet`` or ``jsonl``.
+        format: ``auto`` (each file in the format of its suffix: a folder of both is read whole), ``parquet``
+            or ``jsonl`` (only the files of that format).
         load_args: passed to the per-shard dataset's ``load_args``.
         credentials, fs_args: as in ``PartitionedDataset``.
 
@@ -142,17 +155,20 @@ class CorpusShardsDataset(PartitionedDataset):
         if self._cached_partitions is not None:
             return self._cached_partitions
         files = self._candidate_files()
+        # auto: every file in the format of its suffix (a folder of parquet and JSON Lines files is read whole,
+        # issue #44: it used to be read as parquet alone, its JSON Lines files skipped without a word)
         fmt = self._requested_format if self._requested_format != "auto" else _infer_format(files)
-        suffixes = PARQUET_SUFFIXES if fmt == "parquet" else JSONL_SUFFIXES
-        if fmt == "parquet":
-            self._dataset_type, self._dataset_config = self._resolve("pandas.ParquetDataset", self._shard_load_args)
-        else:
-            self._dataset_type, self._dataset_config = self._resolve(
-                "curation.datasets.jsonl.JSONLinesDataset", self._shard_load_args)
-        self._cached_partitions = [f for f in files if f.endswith(suffixes)]
+        wanted = fmt.split("+")
+        self._formats = {f: file_format(f) for f in files if file_format(f) in wanted}
+        self._cached_partitions = list(self._formats)
         if not self._cached_partitions:
             raise CorpusPathError(f"no {fmt} shards under data.path={self._given}. Fix: point "
                                   f"data.path at {fmt} files, or set data.format to the files' format")
+        left_out = [f for f in files if file_format(f) not in (None, *wanted)]
+        if left_out:  # data.format chose one format of a mixed folder: said, not silent
+            log.warning("data.format=%s: %d file(s) of the other format under data.path=%s are not read (%s%s); "
+                        "data.format=auto reads every parquet and JSON Lines file", fmt, len(left_out), self._given,
+                        ", ".join(left_out[:3]), " ..." if len(left_out) > 3 else "")
         self._format = fmt
         return self._cached_partitions
 
@@ -164,6 +180,14 @@ class CorpusShardsDataset(PartitionedDataset):
         return dataset_type, config
 
     def load(self) -> dict[str, Any]:
-        self._list_partitions()
-        fmt = self._format
-        return {name: partial(_load_checked, load, name, fmt) for name, load in sorted(super().load().items())}
+        """``{shard_id: callable}``, each shard read by the dataset of its own format."""
+        self._invalidate_caches()
+        readers = {fmt: self._resolve(READERS[fmt], self._shard_load_args) for fmt in SUFFIXES}
+        shards = {}
+        for path in self._list_partitions():
+            fmt = self._formats[path]
+            dataset_type, config = readers[fmt]
+            kwargs = deepcopy(config)
+            kwargs[self._filepath_arg] = self._join_protocol(path)
+            shards[self._path_to_partition(path)] = (dataset_type(**kwargs).load, fmt)
+        return {name: partial(_load_checked, load, name, fmt) for name, (load, fmt) in sorted(shards.items())}
