@@ -23,6 +23,7 @@ import pandas as pd
 
 from curation.cache import atomic_write_text
 from curation.configuration import check, in_range, one_of
+from curation.errors import UserError
 from curation.shards.store import ShardWriter
 
 
@@ -76,6 +77,36 @@ def prune(scores: pd.DataFrame, config: PruningConfig) -> tuple[np.ndarray, dict
         "quality_mean_after": float(quality[keep].mean()) if keep.any() else float("nan"),
     }
     return keep, report
+
+
+class PruningEmptyError(UserError, ValueError):
+    """Pruning kept no document: the selection after it would have nothing to choose from."""
+
+
+def empty_pruning_error(report: dict[str, float], config: PruningConfig, quality: np.ndarray) -> PruningEmptyError:
+    """The one-line error for a pruning that removed every document (``report["kept"] == 0``), with the rule
+    that did it, the scores the corpus has and the fix; ``quality`` is the score column before pruning."""
+    docs = int(report.get("docs_in", len(quality)))
+    finite = quality[np.isfinite(quality)]
+    rule = (f"pruning.threshold={config.threshold:g}" if config.mode == "threshold"
+            else f"pruning.mode=bottom_pct, pruning.bottom_pct={config.bottom_pct:g}")
+    if not len(finite):
+        return PruningEmptyError(
+            f"pruning removed every document ({rule}): none of the {docs:,} documents has a finite "
+            f"{config.score_column!r} score (dropped_nan_quality {docs:,}). Fix: check the scoring stage's "
+            f"output (`curate pipeline=scoring` re-makes it) and pruning.score_column.")
+    highest = float(finite.max())
+    fix = (f"lower pruning.threshold to at most {highest:.3g} (default 4 on the 0-15 scale), or set "
+           f"pruning.mode=bottom_pct to drop a share instead" if config.mode == "threshold"
+           else "lower pruning.bottom_pct")
+    return PruningEmptyError(
+        f"pruning removed every document ({rule}): 0 of {docs:,} kept; the highest {config.score_column} is "
+        f"{highest:.3g}, the mean {float(finite.mean()):.3g}. Fix: {fix}.")
+
+
+def _refuse_empty(report: dict[str, float], config: PruningConfig, scores: Any) -> None:
+    if report["kept"] == 0 and report["docs_in"] > 0:
+        raise empty_pruning_error(report, config, quality_column(scores, config.score_column))
 
 
 def quality_histogram(quality: np.ndarray, keep: np.ndarray | None = None, max_score: int = 15) -> pd.DataFrame:
@@ -261,6 +292,8 @@ def prune_shards(scores: Any, embeddings: Any, config: PruningConfig, work: str 
     mode. The kept rows equal :func:`prune` on the concatenated frame in both modes (ties broken by
     shard-then-row order); the counts and the histogram are sums of the per-shard counts.
     ``work`` makes a killed run resume (finished shards are skipped) and a finished one a no-op.
+    A rule that keeps no document is refused (:class:`PruningEmptyError`, the same from a finished ``work``):
+    the selection after it would have nothing to choose from.
     """
     from curation.cache import config_key
     from curation.shards.executor import EngineConfig, ShardTask, run_shards
@@ -271,6 +304,7 @@ def prune_shards(scores: Any, embeddings: Any, config: PruningConfig, work: str 
     if done.is_file() and (work / "pruned_scores" / "manifest.json").is_file() \
             and (work / "pruned_embeddings" / "manifest.json").is_file():
         saved = json.loads(done.read_text())
+        _refuse_empty(saved["report"], config, scores)
         return ShardedPruning(ShardedDataset(work / "pruned_scores", keep=True),
                               ShardedDataset(work / "pruned_embeddings", keep=True), saved["report"],
                               pd.DataFrame(saved["table"]))
@@ -310,5 +344,6 @@ def prune_shards(scores: Any, embeddings: Any, config: PruningConfig, work: str 
         names, stage="pruning", inputs={"pruned_scores": pruned.fingerprint, **inputs}, config_digest=digest,
         remake=PRUNING_REMAKE, aligned_with=pruned.fingerprint)
     atomic_write_text(done, json.dumps({"report": report, "table": table.to_dict(orient="list")}))
+    _refuse_empty(report, config, scores)
     return ShardedPruning(ShardedDataset(work / "pruned_scores", keep=True),
                           ShardedDataset(work / "pruned_embeddings", keep=True), report, table)

@@ -196,12 +196,17 @@ def test_sharded_report_without_any_shard_or_row(tmp_path):
     assert all(np.isnan(out.report[k]) and np.isnan(expected[k])
                for k in ("cut_quality", "quality_mean_before", "quality_mean_after"))
     assert out.table["docs_before"].tolist() == [0] * 16 and out.table["docs_after"].tolist() == [0] * 16
-    # shards, but every row unscored: NaN cut (bottom_pct), counted drops
+    # shards, but every row unscored: NaN cut (bottom_pct), counted drops in the report it wrote; no document
+    # kept, so it is refused (issue #44), naming the cause
+    from curation.pruning import PruningEmptyError
+
     frame, scores, emb = _small(tmp_path / "nan", [np.nan, np.nan, np.nan], [1, 2])
-    out = prune_shards(scores, emb, config, tmp_path / "w1")
-    assert (out.report["docs_in"], out.report["kept"], out.report["dropped_nan_quality"]) == (3.0, 0.0, 3.0)
-    assert out.report["kept_share"] == 0.0
-    assert all(np.isnan(out.report[k]) for k in ("cut_quality", "quality_mean_before", "quality_mean_after"))
+    with pytest.raises(PruningEmptyError, match="none of the 3 documents has a finite 'quality' score"):
+        prune_shards(scores, emb, config, tmp_path / "w1")
+    report = json.loads((tmp_path / "w1" / "report.json").read_text())["report"]
+    assert (report["docs_in"], report["kept"], report["dropped_nan_quality"]) == (3.0, 0.0, 3.0)
+    assert report["kept_share"] == 0.0
+    assert all(np.isnan(report[k]) for k in ("cut_quality", "quality_mean_before", "quality_mean_after"))
 
 
 def test_sharded_infinite_scores_agree_with_prune(tmp_path):
@@ -323,3 +328,39 @@ def test_prune_shard_counts_by_hand():
     assert len(result.stats) == 7 + 32
     with pytest.raises(ValueError, match="shard part-00003: scores have 6 rows but embeddings 5"):
         prune_shard((frame, embeddings[:5]), "part-00003", config=PruningConfig(), cut=ShardCut("threshold", 4.0))
+
+
+def test_pruning_that_removes_every_document_is_one_line_with_the_fix(inputs, tmp_path):
+    """Issue #44: a threshold above every score left no candidate, and selection ended in ZeroDivisionError."""
+    from curation.errors import UserError, user_message
+
+    (documents, scores, embeddings, (docs, frame, vectors)), _ = inputs
+    highest = float(np.nanmax(frame["quality"].to_numpy(dtype="float64", na_value=np.nan)))
+    with pytest.raises(UserError) as err:
+        prune_shards(scores, embeddings, PruningConfig(threshold=99.0), tmp_path / "w")
+    message = user_message(err.value)
+    assert message.startswith(f"pruning removed every document (pruning.threshold=99): 0 of {len(frame):,} kept; "
+                              f"the highest quality is {highest:.3g}")
+    assert f"Fix: lower pruning.threshold to at most {highest:.3g}" in message and "\n" not in message
+    # again from the finished work folder (the result cache): the same refusal, not an empty selection later
+    assert (tmp_path / "w" / "report.json").is_file()
+    with pytest.raises(UserError, match="pruning removed every document"):
+        prune_shards(scores, embeddings, PruningConfig(threshold=99.0), tmp_path / "w")
+
+
+def test_pruning_of_unscored_documents_says_so(tmp_path):
+    from curation.pruning import empty_pruning_error
+
+    report = {"docs_in": 3.0, "kept": 0.0}
+    err = empty_pruning_error(report, PruningConfig(mode="bottom_pct"), np.array([np.nan, np.inf, np.nan]))
+    assert str(err).startswith("pruning removed every document (pruning.mode=bottom_pct, pruning.bottom_pct=45): "
+                               "none of the 3 documents has a finite 'quality' score")
+
+
+def test_selection_from_an_empty_pruned_corpus_is_refused_not_divided_by_zero():
+    from curation.errors import UserError
+    from curation.selection.corpus import resolve_budget
+
+    with pytest.raises(UserError, match=r"^no candidate to select from: the pruned corpus is empty \(0 of 200 "
+                                        r"ingested documents kept by pruning\)\. Fix: prune less"):
+        resolve_budget({"keep_ratio": 0.1, "ratio_of": "corpus"}, 200, 0)

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import array_digest, config_key, frame_fingerprint, result_cache
+from curation.errors import UserError
 from curation.selection.api import select
 from curation.selection.baselines import select_topk_quality
 
@@ -57,6 +58,11 @@ SELECTION = "selection"  # method name: the namespace's existing selection
 # --- budgets ---
 
 
+class BudgetError(UserError, ValueError):
+    """The budget cannot be met by the candidates: none at all (pruning removed every document), or fewer than
+    the budget asks for."""
+
+
 def resolve_budget(budget: Mapping[str, Any], n_corpus: int, n_candidates: int, n_pool: int | None = None) -> int:
     """Documents to select: ``budget.docs``, else ``keep_ratio`` x the ingested corpus size.
 
@@ -67,6 +73,10 @@ def resolve_budget(budget: Mapping[str, Any], n_corpus: int, n_candidates: int, 
     ``n_pool / n_candidates`` so the corpus keep ratio is unchanged.
     """
     n_pool = n_candidates if n_pool is None else n_pool
+    if n_candidates == 0 or n_pool == 0:  # n_corpus * n_pool / n_candidates would divide by zero
+        raise BudgetError(f"no candidate to select from: the pruned corpus is empty (0 of {n_corpus:,} ingested "
+                          f"documents kept by pruning). Fix: prune less (a lower pruning.threshold, or "
+                          f"pruning.mode=bottom_pct), then run `curate pipeline=pruning+selection`.")
     ratio_of = budget.get("ratio_of", "corpus")
     if ratio_of not in ("corpus", "candidates"):
         raise ValueError(f"budget.ratio_of must be 'corpus' or 'candidates', got {ratio_of!r}")
@@ -79,7 +89,7 @@ def resolve_budget(budget: Mapping[str, Any], n_corpus: int, n_candidates: int, 
         base = n_pool if ratio_of == "candidates" else n_corpus * n_pool / n_candidates
         wanted = int(round(ratio * base))
     if not 0 < wanted < n_pool:
-        raise ValueError(f"budget of {wanted} documents must be in (0, {n_pool}) — the pruned corpus "
+        raise BudgetError(f"budget of {wanted} documents must be in (0, {n_pool}) — the pruned corpus "
                          "(or its budget.candidates subsample) has that many; lower budget.keep_ratio/budget.docs "
                          "or prune less")
     return wanted
