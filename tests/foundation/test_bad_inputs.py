@@ -65,6 +65,7 @@ def _make_inputs(folder: Path) -> Path:
     (folder / "trunc.parquet").write_bytes(good[: len(good) // 2])  # a copy interrupted half-way
     head.head(0).to_parquet(folder / "zerorows.parquet")
     head.head(1).to_parquet(folder / "one.parquet")
+    head.assign(text=[None, "", " \n "] * (DOCS // 3)).to_parquet(folder / "allblank.parquet")
     head.rename(columns={"text": "body"}).to_parquet(folder / "notext.parquet")
     head.assign(text=range(DOCS)).to_parquet(folder / "inttext.parquet")
     head.assign(id=[[i, i] for i in range(DOCS)]).to_parquet(folder / "listid.parquet")
@@ -95,6 +96,8 @@ def _make_inputs(folder: Path) -> Path:
     (folder / "table.csv").write_text("id,text\na,b\n")
     (folder / "emptydir").mkdir()
     (folder / "badtok.json").write_text('{"not": "a tokenizer"')
+    for ext in (".bin", ".idx"):  # an earlier conversion's prefix
+        (folder / f"done{ext}").write_bytes(b"an earlier selection")
     from curation.lm import train_tokenizer
 
     train_tokenizer(docs["text"].head(40).tolist(), vocab_size=600).save(str(folder / "tokenizer.json"))
@@ -281,6 +284,13 @@ CASES = [
     Case("megatron_text_column_of_numbers", "megatron",
          megatron(*CONVERT, "--input", "{inp}/inttext.parquet", *TOKENIZER),
          r"--input \S*inttext\.parquet: column 'text' holds int64 values, not text\. Fix"),
+    Case("megatron_existing_prefix", "megatron",
+         lambda inp, root: ["convert", "--input", f"{inp}/good.parquet", "--tokenizer", f"{inp}/tokenizer.json",
+                            "--output-prefix", f"{inp}/done"],
+         r"--output-prefix \S*done: \S*done\.bin and \S*done\.idx already exist .*Fix: pass --force"),
+    Case("megatron_every_text_blank", "megatron",
+         megatron(*CONVERT, "--input", "{inp}/allblank.parquet", *TOKENIZER),
+         r"--input \S*allblank\.parquet has no documents \(12 rows, all blank\)\. Fix"),
     Case("megatron_zero_rows", "megatron", megatron(*CONVERT, "--input", "{inp}/zerorows.parquet", *TOKENIZER),
          r"--input \S*zerorows\.parquet has no documents .*Fix"),
     Case("megatron_unknown_model", "megatron", megatron("train", "--model", "nope", "--dry-run"),

@@ -117,3 +117,67 @@ def test_dry_run_builds_on_meta_and_prints_the_plan(selection):
     assert abs(plan["active_non_embedding_parameters"] / 0.68e9 - 1) < 0.05
     assert plan["dataset_tokens"] == stats.tokens and plan["tokenizer_vocab_size"] == 600
     assert np.isclose(plan["epochs"], plan["train_iters"] * 1536 * 8192 / stats.tokens)
+
+
+def test_blank_texts_are_skipped_and_counted(selection, tmp_path, capsys):
+    """Issue #44: blank texts were dropped (null, empty) or written (white space) without a word; now each is
+    skipped and counted, in the stats and on stderr."""
+    import pandas as pd
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    from curation.pretraining.launch import main
+
+    root, docs, tokenizer = selection
+    texts = list(docs["text"].head(6))
+    frame = pd.DataFrame({"id": [f"d{i}" for i in range(9)],
+                          "text": texts[:2] + [None, ""] + texts[2:4] + [" \n\t "] + texts[4:6]})
+    frame.to_parquet(tmp_path / "blanks.parquet")
+    stats = convert(tmp_path / "blanks.parquet", tmp_path / "meg" / "b", root / "tokenizer.json")
+    assert (stats.documents, stats.blank_skipped) == (6, 3)
+    indexed = IndexedDataset(str(tmp_path / "meg" / "b"))
+    assert [d.tolist() for d in indexed] == [[*tokenizer.encode(t, add_special_tokens=False).ids, eos_id(tokenizer)]
+                                             for t in texts]
+    assert main(["convert", "--input", str(tmp_path / "blanks.parquet"), "--tokenizer", str(root / "tokenizer.json"),
+                 "--output-prefix", str(tmp_path / "meg" / "cli")]) == 0
+    out, err = capsys.readouterr()
+    assert "3 of 9 rows skipped: blank text (null, empty or white space only); 6 documents written" in err
+    assert json.loads(out.strip().splitlines()[-1])["blank_skipped"] == 3
+    frame.assign(text=[None, "", " "] * 3).to_parquet(tmp_path / "all_blank.parquet")
+    from curation.pretraining.launch import LaunchInputError
+
+    with pytest.raises(LaunchInputError, match=r"has no documents \(9 rows, all blank\)"):
+        convert(tmp_path / "all_blank.parquet", tmp_path / "meg" / "none", root / "tokenizer.json")
+    assert not list((tmp_path / "meg").glob("none*"))
+
+
+def test_an_existing_prefix_is_not_overwritten_without_force(selection, tmp_path, capsys):
+    from curation.pretraining.launch import LaunchInputError, main
+
+    root, docs, _ = selection
+    docs.head(10).to_parquet(tmp_path / "other.parquet")
+    convert(root / "selected_documents.parquet", tmp_path / "sel", root / "tokenizer.json")
+    before = {ext: (tmp_path / f"sel{ext}").read_bytes() for ext in (".bin", ".idx")}
+    with pytest.raises(LaunchInputError, match=r"^--output-prefix \S+/sel: \S+/sel\.bin and \S+/sel\.idx already "
+                                               r"exist .*Fix: pass --force to replace them"):
+        convert(tmp_path / "other.parquet", tmp_path / "sel", root / "tokenizer.json")
+    assert {ext: (tmp_path / f"sel{ext}").read_bytes() for ext in (".bin", ".idx")} == before
+    # the command: one line, exit 2; with --force the other selection replaces it
+    args = ["convert", "--input", str(tmp_path / "other.parquet"), "--tokenizer", str(root / "tokenizer.json"),
+            "--output-prefix", str(tmp_path / "sel")]
+    assert main(args) == 2
+    assert "curate-megatron: error: --output-prefix" in capsys.readouterr().err
+    assert main([*args, "--force"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["documents"] == 10
+    assert (tmp_path / "sel.bin").read_bytes() != before[".bin"]
+
+
+def test_a_folder_prefix_means_inside_the_folder(selection, tmp_path):
+    root, _, _ = selection
+    stats = convert(root / "selected_documents.parquet", f"{tmp_path / 'out'}/", root / "tokenizer.json")
+    assert stats.prefix == str(tmp_path / "out" / "selected_documents")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["selected_documents.bin", "selected_documents.idx"]
+    assert not list(tmp_path.glob("out.*"))  # not beside the folder
+    # an existing folder without the slash: inside it too (the packed folder's name)
+    (tmp_path / "existing").mkdir()
+    stats = convert(root / "packed", tmp_path / "existing")
+    assert stats.prefix == str(tmp_path / "existing" / "packed") and (tmp_path / "existing" / "packed.idx").is_file()

@@ -17,7 +17,11 @@ per document, each ending with the tokenizer's ``<|endoftext|>`` (Megatron's
 ``--append-eod``), uint16 ids when the vocabulary has fewer than 65,500 entries
 (int32 otherwise), as Megatron-LM's ``tools/preprocess_data.py`` does. Both
 files are written under temporary names and renamed, so a killed conversion
-leaves no prefix that a trainer would read.
+leaves no prefix that a trainer would read. A blank text (null, empty or white
+space only) is skipped and counted (``blank_skipped`` in the printed stats, and a
+line on stderr); an existing ``<prefix>.bin``/``.idx`` is refused unless
+``--force``; a prefix ending in ``/`` (or naming a folder) means inside that
+folder, ``<folder>/<the input's name>``.
 
 ``train`` builds :func:`curation.pretraining.megatron.build_model` (``qwen2_5_1_5b``,
 ``moe_7b``, or the CPU-sized ``tiny_dense`` / ``tiny_moe``) and trains it with
@@ -144,6 +148,7 @@ class ConversionStats:
     eod_id: int
     vocab_size: int
     seconds: float
+    blank_skipped: int = 0  # rows whose text is null, empty or white space only: not written (rows = documents + these)
 
 
 def _parquet(path: Path, text_column: str):
@@ -168,13 +173,19 @@ def _parquet(path: Path, text_column: str):
     return handle
 
 
-def _documents_from_parquet(path: Path, text_column: str, tokenizer, batch_size: int = 512) -> Iterator[np.ndarray]:
+def _documents_from_parquet(path: Path, text_column: str, tokenizer, batch_size: int = 512,
+                            counts: Optional[dict[str, int]] = None) -> Iterator[np.ndarray]:
+    """The documents of ``path``, tokenized, each with its EOS; a blank text (null, empty or white space only, what
+    ingest drops as ``empty_text``) is skipped and counted in ``counts["blank"]``."""
     from curation.lm import eos_id
 
     eod = eos_id(tokenizer)
     handle = _parquet(path, text_column)
+    counts = {} if counts is None else counts
     for batch in handle.iter_batches(batch_size=batch_size, columns=[text_column]):
-        texts = [t for t in batch.column(0).to_pylist() if t]
+        column = batch.column(0).to_pylist()
+        texts = [t for t in column if t is not None and t.strip()]
+        counts["blank"] = counts.get("blank", 0) + len(column) - len(texts)
         for encoding in tokenizer.encode_batch(texts, add_special_tokens=False):
             yield np.asarray([*encoding.ids, eod], dtype=np.int64)
 
@@ -192,19 +203,44 @@ def _documents_from_packed(folder: Path) -> Iterator[np.ndarray]:
         start = end + 1
 
 
+def resolve_prefix(output_prefix: str | Path, input_path: str | Path) -> Path:
+    """``--output-prefix`` as the path the files get (minus ``.bin`` / ``.idx``). A prefix that ends in ``/``, or
+    names an existing folder, means inside that folder: ``<folder>/<the input's name>`` (``selected_documents``,
+    or a parquet file's name without ``.parquet``), not ``<folder>.bin`` beside it."""
+    raw = str(output_prefix)
+    prefix = Path(raw)
+    if raw.endswith(("/", os.sep)) or prefix.is_dir():
+        name = Path(input_path).name
+        for suffix in (".parquet", ".pq"):
+            name = name.removesuffix(suffix)
+        prefix = prefix / (name or "documents")
+    return prefix
+
+
 def convert(input_path: str | Path, output_prefix: str | Path, tokenizer_path: Optional[str | Path] = None,
-            text_column: str = "text") -> ConversionStats:
+            text_column: str = "text", force: bool = False) -> ConversionStats:
     """Write ``input_path`` as Megatron's indexed dataset ``<output_prefix>.bin/.idx``.
 
     input_path: a sharded documents folder (``manifest.json`` + ``shards/*.parquet``, e.g. the
         pipeline's ``selected_documents``; read shard by shard in manifest order) or a parquet file
         of documents (both need ``tokenizer_path``), or a packed token folder (``tokens.bin`` +
         ``index.json`` of :func:`curation.lm.pack_documents`, already tokenized).
+    output_prefix: a folder (ending in ``/``, or an existing one) means inside it (:func:`resolve_prefix`). An
+        existing ``<prefix>.bin`` or ``.idx`` is refused unless ``force`` (it may be another selection's).
+
+    Blank texts (null, empty, white space only) are skipped and counted: ``blank_skipped``.
     """
     from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
 
     t0 = time.perf_counter()
     source = Path(input_path)
+    prefix = resolve_prefix(output_prefix, input_path)
+    existing = [f"{prefix}{ext}" for ext in (".bin", ".idx") if Path(f"{prefix}{ext}").exists()]
+    if existing and not force:
+        raise LaunchInputError(f"--output-prefix {prefix}: {' and '.join(existing)} already exist"
+                               f"{'s' if len(existing) == 1 else ''} (an earlier conversion, perhaps of another "
+                               f"selection). Fix: pass --force to replace them, or give another --output-prefix")
+    counts: dict[str, int] = {"blank": 0}
     sharded = source.is_dir() and (source / "manifest.json").is_file()
     if not source.exists() or (source.is_dir() and not sharded and not (source / "index.json").is_file()):
         what = "no such file or folder" if not source.exists() else "a folder without manifest.json or index.json"
@@ -228,12 +264,12 @@ def convert(input_path: str | Path, output_prefix: str | Path, tokenizer_path: O
 
             shards = ShardedDataset(source)
             documents = (doc for name in shards.names
-                         for doc in _documents_from_parquet(shards.shard_path(name), text_column, tokenizer))
+                         for doc in _documents_from_parquet(shards.shard_path(name), text_column, tokenizer,
+                                                            counts=counts))
         else:
             _parquet(source, text_column)  # before any output: a bad input leaves nothing behind
-            documents = _documents_from_parquet(source, text_column, tokenizer)
+            documents = _documents_from_parquet(source, text_column, tokenizer, counts=counts)
     dtype = DType.optimal_dtype(vocab_size)
-    prefix = Path(output_prefix)
     made = [p for p in reversed(prefix.parents) if not p.exists()]  # folders this call creates
     prefix.parent.mkdir(parents=True, exist_ok=True)
     tmp = prefix.with_name(f".{prefix.name}.tmp-{uuid.uuid4().hex[:8]}")
@@ -246,7 +282,8 @@ def convert(input_path: str | Path, output_prefix: str | Path, tokenizer_path: O
             n_tokens += len(doc)
         builder.finalize(f"{tmp}.idx")
         if n_docs == 0:
-            raise LaunchInputError(f"--input {source} has no documents (no row with text). Fix: convert a selection "
+            blank = f"{counts['blank']:,} rows, all blank" if counts["blank"] else "no row with text"
+            raise LaunchInputError(f"--input {source} has no documents ({blank}). Fix: convert a selection "
                                    f"that holds documents")
         os.replace(f"{tmp}.bin", f"{prefix}.bin")
         os.replace(f"{tmp}.idx", f"{prefix}.idx")  # last: a prefix with an .idx is complete
@@ -266,7 +303,7 @@ def convert(input_path: str | Path, output_prefix: str | Path, tokenizer_path: O
         for ext in (".bin", ".idx"):
             Path(f"{tmp}{ext}").unlink(missing_ok=True)
     return ConversionStats(str(prefix), n_docs, n_tokens, np.dtype(dtype).name, eod, vocab_size,
-                           time.perf_counter() - t0)
+                           time.perf_counter() - t0, blank_skipped=counts["blank"])
 
 
 # --- the plan --------------------------------------------------------------------------------------
@@ -1006,7 +1043,9 @@ def parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("convert", help="a selection -> Megatron indexed dataset (<prefix>.bin/.idx)")
     c.add_argument("--input", required=True, help="parquet of documents, or a packed token folder")
-    c.add_argument("--output-prefix", required=True, help="writes <prefix>.bin and <prefix>.idx")
+    c.add_argument("--output-prefix", required=True,
+                   help="writes <prefix>.bin and <prefix>.idx; a folder (ending in /) means <folder>/<input name>")
+    c.add_argument("--force", action="store_true", help="replace an existing <prefix>.bin/.idx")
     c.add_argument("--tokenizer", help="tokenizer.json with <|endoftext|> (needed for parquet input)")
     c.add_argument("--text-column", default="text")
 
@@ -1085,7 +1124,11 @@ def _main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", message=".*Transformer Engine.*")
     warnings.filterwarnings("ignore", message=".*Apex.*")
     if args.command == "convert":
-        stats = convert(args.input, args.output_prefix, args.tokenizer, args.text_column)
+        stats = convert(args.input, args.output_prefix, args.tokenizer, args.text_column, force=args.force)
+        if stats.blank_skipped:
+            print(f"curate-megatron: {stats.blank_skipped:,} of {stats.documents + stats.blank_skipped:,} rows skipped: "
+                  f"blank text (null, empty or white space only); {stats.documents:,} documents written to "
+                  f"{stats.prefix}.bin/.idx", file=sys.stderr, flush=True)
         print(json.dumps(asdict(stats)))
         return 0
     if args.command == "export":
