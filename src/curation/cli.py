@@ -69,7 +69,11 @@ def run(ctx: click.Context, **kwargs: Any) -> Any:
 
                 names = kwargs["pipelines"]
                 check_pipelines([names] if isinstance(names, str) else list(names))
-            return ctx.invoke(kedro_run, **kwargs)
+            from curation.tracking import interrupts
+
+            interrupts.install()  # Ctrl-C / SIGTERM: one line, the MLflow run KILLED, exit 130 / 143
+            with interrupts.handled(PROG):
+                return ctx.invoke(kedro_run, **kwargs)
         finally:
             locks.release_all()
     except Exception as err:

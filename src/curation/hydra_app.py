@@ -343,7 +343,11 @@ def main() -> None:
             print(format_failure(message), file=sys.stderr, flush=True)
             raise SystemExit(2)
         app = hydra.main(version_base="1.3", config_path=str(root / "conf"), config_name="config")(_task)
-        app()
+        from curation.tracking import interrupts
+
+        interrupts.install()  # Ctrl-C / SIGTERM: one line, the MLflow run KILLED, exit 130 / 143
+        with interrupts.handled("curate"):
+            app()
     finally:
         locks.release_all()
 

@@ -26,6 +26,8 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from curation.reporting.decide_stats import ranking  # noqa: F401 - re-exported: decide's ranking lives with its stats
+
 # The metrics a decision is made on: accuracy averaged over abilities, DataDecide's continuous likelihood
 # metrics averaged over the multiple-choice tasks, and the held-out gold-text loss (lower is better).
 DECISION_METRICS = ("average", "mc_correct_prob_per_char", "mc_norm_correct_prob_per_char", "mc_margin_per_char",
@@ -251,19 +253,6 @@ def item_vs_seed(cells: pd.DataFrame, items: Mapping[tuple, Mapping], n_items: i
             row["items_needed"] = items_for(row["item_se_diff"], n_items, row["seed_se_diff"])
             rows.append(row)
     return pd.DataFrame(rows)
-
-
-def ranking(cells: pd.DataFrame, metric: str, scale: str, values: Optional[pd.Series] = None) -> pd.DataFrame:
-    """Candidates by the seed mean of ``metric`` at ``scale``, best first (losses ascending); ``values``: the
-    cells' metric when it is not the table's column (e.g. recomputed over the tasks above chance)."""
-    from curation.reporting.decisions import higher_is_better
-
-    col = "scale" if "scale" in cells.columns else "size"
-    mask = cells[col].astype(str) == str(scale)
-    frame = pd.DataFrame({"candidate": cells.loc[mask, "candidate"],
-                          "value": (values if values is not None else cells[metric])[mask]})
-    stats = frame.groupby("candidate", sort=False)["value"].agg(["mean", "std", "count"]).reset_index()
-    return stats.sort_values("mean", ascending=not higher_is_better(metric), kind="stable").reset_index(drop=True)
 
 
 @dataclass

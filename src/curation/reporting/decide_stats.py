@@ -215,6 +215,19 @@ def _verdict(r: pd.Series, metric: str, alpha: float) -> str:
     return f"no decision on {metric}: {r['mean_diff']:+.4g} ± {r['se']:.2g} (Holm p = {r['p_holm']:.2g} >= {alpha})"
 
 
+def ranking(cells: pd.DataFrame, metric: str, scale: str, values: Optional[pd.Series] = None) -> pd.DataFrame:
+    """Candidates by the seed mean of ``metric`` at ``scale``, best first (losses ascending); ``values``: the
+    cells' metric when it is not the table's column (e.g. recomputed over the tasks above chance)."""
+    from curation.reporting.decisions import higher_is_better
+
+    col = "scale" if "scale" in cells.columns else "size"
+    mask = cells[col].astype(str) == str(scale)
+    frame = pd.DataFrame({"candidate": cells.loc[mask, "candidate"],
+                          "value": (values if values is not None else cells[metric])[mask]})
+    stats = frame.groupby("candidate", sort=False)["value"].agg(["mean", "std", "count"]).reset_index()
+    return stats.sort_values("mean", ascending=not higher_is_better(metric), kind="stable").reset_index(drop=True)
+
+
 def signal_to_noise(table: pd.DataFrame) -> pd.DataFrame:
     """Per (scale, metric): ``signal`` (sd over candidates of their means), ``noise`` (the rms full SE of a
     paired difference over the pairs, / sqrt 2: the error of one candidate's mean against the others) and

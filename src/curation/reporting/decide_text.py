@@ -56,8 +56,7 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
                    corpus: str = "") -> str:
     """The Markdown answer at ``scale`` (the top rung): disagreement between metrics first, then the headline
     metric's verdict, the ranking, signal-to-noise per metric, tasks at chance, the ladder and the errors."""
-    from curation.reporting.decide import ranking
-    from curation.reporting.decide_stats import cell_metric, seeds_and_items_needed
+    from curation.reporting.decide_stats import cell_metric, ranking, seeds_and_items_needed
 
     parameters = parameters or {}
     part = table[table["scale"].astype(str) == str(scale)]

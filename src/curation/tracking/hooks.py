@@ -113,6 +113,51 @@ def dataset_entity(name: str, data: Any, source: str | None) -> Any:
                    source=json.dumps({"uri": source or name}), profile=json.dumps(profile))
 
 
+_OPEN: list["MlflowTrackingHook"] = []  # hooks of this process with an MLflow run open
+
+
+def abort_open_runs(status: str = "KILLED") -> list[str]:
+    """End every open run of this process with ``status`` (an interrupted or failed command, on its way out:
+    :mod:`curation.interrupts`), without the summary; the run ids closed."""
+    closed = []
+    for hook in list(_OPEN):
+        run_id = hook.abort(status)
+        if run_id:
+            closed.append(run_id)
+    return closed
+
+
+def run_record_path(root: Path, namespace: str) -> Path:
+    """``data/.locks/<namespace>.run``: the MLflow run a live run of the namespace has open (beside its lock)."""
+    from curation.namespace_lock import lock_path
+
+    return lock_path(root, namespace).with_suffix(".run")
+
+
+def close_orphan_run(root: Path, namespace: str) -> str | None:
+    """A run of ``namespace`` that was killed (SIGKILL, power loss) left its MLflow run RUNNING and its record
+    beside the lock; the next run, holding the lock now, closes that run as KILLED. The run id, or None."""
+    path = run_record_path(root, namespace)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        import mlflow
+
+        client = mlflow.MlflowClient(tracking_uri=record["tracking_uri"])
+        run = client.get_run(record["run_id"])
+        if run.info.status == "RUNNING":
+            client.set_terminated(record["run_id"], status="KILLED")
+            log.warning("MLflow run %s of an earlier run of namespace %r (pid %s) was left RUNNING when that run was "
+                        "killed: recorded KILLED", record["run_id"], namespace, record.get("pid"))
+            return str(record["run_id"])
+    except Exception as exc:  # the orphan's store may be gone: say so, do not fail this run
+        log.warning("could not close the MLflow run recorded in %s: %s", path, exc)
+    finally:
+        path.unlink(missing_ok=True)
+    return None
+
+
 class MlflowTrackingHook:
     def __init__(self) -> None:
         self._context = None
@@ -132,6 +177,31 @@ class MlflowTrackingHook:
         self._output_paths: list[str] = []
         self._node_started: dict[str, float] = {}
         self._figure_files: dict[str, Path] = {}  # figure outputs logged once their dataset wrote the PNG
+        record_file = getattr(self, "_record_file", None)
+        if record_file is not None:
+            record_file.unlink(missing_ok=True)
+        self._record_file: Path | None = None
+        if self in _OPEN:
+            _OPEN.remove(self)
+
+    def abort(self, status: str) -> str | None:
+        """End this hook's open run with ``status`` (no summary), release the namespace; the run id."""
+        run_id = self._run_id if self._owns_run else None
+        if run_id is not None:
+            import mlflow
+
+            try:
+                mlflow.MlflowClient().log_metric(run_id, "pipeline_seconds", time.perf_counter() - self._started)
+                active = mlflow.active_run()
+                if active is not None and active.info.run_id == run_id:
+                    mlflow.end_run(status=status)  # pops it, so MLflow's exit handler cannot close it FINISHED
+                else:
+                    mlflow.MlflowClient().set_terminated(run_id, status=status)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("could not record MLflow run %s as %s: %s", run_id, status, exc)
+        self._release_lock()
+        self._reset()
+        return run_id
 
     @hook_impl
     def after_context_created(self, context: Any) -> None:
@@ -163,6 +233,7 @@ class MlflowTrackingHook:
         lock.enter_context(namespace_lock(root, str(run_cfg.get("namespace") or "default"),
                                           wait=bool(run_cfg.get("wait_for_lock"))))
         self._lock = lock
+        close_orphan_run(root, str(run_cfg.get("namespace") or "default"))
         self._catalog = catalog
         self._free_inputs = {n for n in pipeline.inputs() if not n.startswith("params:") and n != "parameters"}
         outputs = {}
@@ -195,6 +266,14 @@ class MlflowTrackingHook:
                                parent_run_id=parent, tags=tags)
         self._run_id = run.info.run_id
         self._owns_run = True
+        _OPEN.append(self)
+        self._record_file = run_record_path(root, str(run_cfg.get("namespace") or "default"))
+        try:
+            self._record_file.write_text(json.dumps({"run_id": self._run_id, "tracking_uri": mlflow.get_tracking_uri(),
+                                                     "pid": os.getpid()}))
+        except OSError as exc:
+            log.warning("could not write %s (a killed run's MLflow record stays RUNNING): %s", self._record_file, exc)
+            self._record_file = None
         self._record.run_id, self._record.run_name = self._run_id, run.info.run_name
         self._record.experiment_id, self._record.tracking_uri = experiment_id, mlflow.get_tracking_uri()
         client = mlflow.MlflowClient()
