@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from curation.errors import UserError
+
 PARENT_RUN_ENV = "CURATION_MLFLOW_PARENT_RUN_ID"
 MAX_PARAM_VALUE = 6000  # MLflow's limit for one param value
 # The experiment's kind: "custom_model_development" ("Machine learning" in the UI's ExperimentKind enum).
@@ -39,11 +41,54 @@ def resolve_artifact_location(location: str, root: Path) -> str:
     return path.resolve().as_uri()
 
 
+class TrackingStoreError(UserError):
+    """The MLflow store cannot be used (read-only, not a database, locked by another process)."""
+
+
+def check_store(uri: str, timeout_s: float = 2.0) -> None:
+    """Fail in seconds, in one line, on a SQLite store MLflow cannot write: read-only, corrupt (not a database)
+    or locked by another process. MLflow itself retries such a store for ~100 s and then prints a 100-200-line
+    sqlalchemy trace that names neither ``tracking.uri`` nor how to run without tracking (issue #44). Other
+    stores (a server, a folder) are left to MLflow."""
+    import sqlite3
+
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
+        return
+    path = Path(uri[len(prefix):])
+    fix = "fix or move it, point tracking.uri at another store, or run without tracking: tracking.enabled=false"
+    if not path.exists():
+        if not os.access(path.parent, os.W_OK):
+            raise TrackingStoreError(f"the MLflow store {path} (tracking.uri) cannot be created: its folder is not "
+                                     f"writable; {fix}")
+        return
+    if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK):
+        raise TrackingStoreError(f"the MLflow store {path} (tracking.uri) is read-only (the file or its folder); {fix}")
+    try:
+        con = sqlite3.connect(str(path), timeout=timeout_s)
+    except sqlite3.Error as err:
+        raise TrackingStoreError(f"the MLflow store {path} (tracking.uri) cannot be opened ({err}); {fix}") from None
+    try:
+        con.execute("select count(*) from sqlite_master").fetchone()
+        con.execute("begin immediate")  # a write lock: what MLflow's first write needs
+        con.rollback()
+    except sqlite3.DatabaseError as err:
+        text = str(err)
+        what = (f"locked by another process for over {timeout_s:g} s" if "locked" in text or "busy" in text
+                else "read-only" if "readonly" in text else f"not a usable SQLite database ({text})")
+        raise TrackingStoreError(f"the MLflow store {path} (tracking.uri) is {what}; {fix}") from None
+    finally:
+        con.close()
+
+
 def setup_experiment(tracking: Mapping[str, Any], root: Path) -> str:
-    """Point MLflow at the configured store; return the experiment id (created if new)."""
+    """Point MLflow at the configured store (checked first: :func:`check_store`); return the experiment id
+    (created if new)."""
     import mlflow
 
-    mlflow.set_tracking_uri(resolve_uri(str(tracking["uri"]), root))
+    uri = resolve_uri(str(tracking["uri"]), root)
+    check_store(uri)
+    mlflow.set_tracking_uri(uri)
     name = str(tracking.get("experiment_name") or "curation")
     experiment = mlflow.get_experiment_by_name(name)
     if experiment is None:
