@@ -79,3 +79,16 @@ def test_the_next_run_closes_the_mlflow_run_of_a_killed_one(project):
     assert again.returncode == 0, again.stderr[-3000:]
     statuses = dict(_runs(project))
     assert statuses[runs[0][0]] == "KILLED" and sorted(statuses.values()) == ["FINISHED", "KILLED"]
+
+
+def test_a_sweep_whose_job_fails_closes_its_parent_run_failed(project):
+    done = subprocess.run([str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}",
+                           "data.max_docs=5,-3"], cwd=project, env=_env(project), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode != 0
+    db = project / "mlruns" / "mlflow.db"
+    with sqlite3.connect(db) as con:
+        runs = dict(con.execute("select name, status from runs").fetchall())
+    parent = [status for name, status in runs.items() if name.startswith("sweep ")]
+    assert parent == ["FAILED"], runs  # it stayed RUNNING forever before
+    assert "FINISHED" in runs.values()  # the job that ran
