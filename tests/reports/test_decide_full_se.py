@@ -230,3 +230,20 @@ def test_the_decisions_table_without_items_decides_nothing():
     table = decision_table(_cells({"a": [0.12, 0.14, 0.16], "b": [0.10, 0.11, 0.12]}))
     assert table["se_item"].isna().all() and not table["decided"].any()
     assert table["se_seed"].iloc[0] == pytest.approx(0.01 / math.sqrt(3), rel=1e-6)
+
+
+def test_what_would_decide_is_the_first_seed_count_whose_test_clears_the_holm_level_with_power():
+    from curation.reporting.decide_stats import seeds_and_items_needed
+
+    diff, se_seed, se_item = 0.0277, 0.0062, 0.0019
+    seeds, items = seeds_and_items_needed(diff, se_seed, se_item, 3, 100, family=6, total_items=1000)
+    assert seeds > 3 and items == -1  # the seed part with 2 df is the obstacle: more items alone never decide
+
+    def clears(n):
+        vs, vi = se_seed ** 2 * 3 / n, se_item ** 2
+        return diff / math.sqrt(vs + vi) >= critical_value(0.05 / 6, vs, vi, n - 1, 999) + 0.84
+
+    assert clears(seeds) and not clears(seeds - 1)
+    # an item-dominated difference: more items decide, more seeds alone do not
+    seeds2, items2 = seeds_and_items_needed(0.002, 0.0001, 0.0008, 3, 100, family=6, total_items=1000)
+    assert seeds2 == -1 and items2 > 100

@@ -284,15 +284,25 @@ def chance_levels(eval_config: Mapping) -> dict[str, float]:
 
 
 def seeds_and_items_needed(diff: float, se_seed: float, se_item: float, seeds: int, items: int,
-                           z: float = 2.8) -> tuple[int, int]:
-    """(seeds, items) at which a true difference ``diff`` stands ``z`` full SEs out (2.8: a two-sided 5% test
-    with 80% power), scaling ``se_seed ~ 1/sqrt(seeds)`` and ``se_item ~ 1/sqrt(items)``: seeds at today's
-    items (-1 when the item part alone is too large), and items at today's seeds (-1 when the seed part alone
-    is). A planning estimate: the Holm correction and 2 df ask for more."""
-    if not (np.isfinite(diff) and diff != 0):
+                           family: int = 1, total_items: int = 0, alpha: float = ALPHA,
+                           power_z: float = 0.84) -> tuple[int, int]:
+    """(seeds, items per task) at which a true difference ``diff`` would be decided with 80% power: its
+    |diff| / full SE clears this test's critical value (:func:`critical_value` at the new degrees of freedom,
+    at ``alpha / family``: Holm's first step over the ``family`` pairs of its metric) plus ``power_z``. Seeds
+    at today's items (``se_seed ~ 1/sqrt(seeds)``), up to 64; items per task at today's seeds
+    (``se_item ~ 1/sqrt(items)``), up to 100x today's; -1 where that alone never gets there (e.g. more items
+    when the seed part with 2 degrees of freedom is the obstacle). A planning estimate from today's errors."""
+    if not (np.isfinite(diff) and diff != 0 and np.isfinite(se_seed)):
         return -1, -1
-    target = (abs(diff) / z) ** 2
     vs, vi = se_seed ** 2, se_item ** 2 if np.isfinite(se_item) else 0.0
-    need_seeds = int(np.ceil(seeds * vs / (target - vi))) if target > vi else -1
-    need_items = int(np.ceil(items * vi / (target - vs))) if target > vs and vi > 0 else (-1 if target <= vs else items)
-    return max(need_seeds, seeds) if need_seeds > 0 else -1, need_items
+    df_item = max(total_items - 1, 1)
+    level = alpha / max(family, 1)
+
+    def decides(v_seed: float, v_item: float, n: int, k: float) -> bool:
+        se = np.sqrt(v_seed + v_item)
+        return se > 0 and abs(diff) / se >= critical_value(level, v_seed, v_item, n - 1, df_item * k) + power_z
+
+    need_seeds = next((n for n in range(max(seeds, 2), 65) if decides(vs * seeds / n, vi, n, 1.0)), -1)
+    need_items = next((int(np.ceil(items * k)) for k in (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 25, 50, 100)
+                       if items > 0 and decides(vs, vi / k, seeds, k)), -1)
+    return need_seeds, need_items

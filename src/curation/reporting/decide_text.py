@@ -90,7 +90,8 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
     draws = at.groupby("candidate")["corpus_digest"].nunique() if "corpus_digest" in at else pd.Series(dtype=int)
     lines += [f"| rank | candidate | {headline} (mean ± sd over seeds) | selection draws |", "|---:|---|---|---:|"]
     for i, r in order.iterrows():
-        lines.append(f"| {i + 1} | {r['candidate']} | {r['mean']:.5g} ± {r['std']:.2g} | {int(draws.get(r['candidate'], 1))} |")
+        n_draws = int(draws.get(r["candidate"], 1))
+        lines.append(f"| {i + 1} | {r['candidate']} | {r['mean']:.5g} ± {r['std']:.2g} | {n_draws} |")
     lines.append("")
     lines += _verdict(order, rows, headline, scale, seeds_and_items_needed, errors)
     lines.append("")
@@ -161,7 +162,8 @@ def _verdict(order: pd.DataFrame, rows: pd.DataFrame, headline: str, scale: str,
     elif beaten:
         group = [leader] + [o for o, _ in undecided]
         out.append(f"**Answer: no single winner**: `{leader}` leads on `{headline}` but is not separated from "
-                   f"{', '.join(f'`{o}`' for o, _ in undecided)}; the top group is {', '.join(f'`{g}`' for g in group)}.")
+                   f"{', '.join(f'`{o}`' for o, _ in undecided)}; the top group is "
+                   f"{', '.join(f'`{g}`' for g in group)}.")
     elif rows["decided"].any():
         out.append(f"**Answer: no winner**: `{leader}` leads on `{headline}` but is decided against no other "
                    "candidate; only pairs below it are decided.")
@@ -175,19 +177,20 @@ def _verdict(order: pd.DataFrame, rows: pd.DataFrame, headline: str, scale: str,
                    + ".")
         second = str(order.iloc[1]["candidate"])
         other, r = next(((o, x) for o, x in undecided if o == second), undecided[0])
+        k = len(order)
         seeds, n_items = needed(r["mean_diff"], r["se_seed"], r["se_item"], int(r["seeds"]),
-                                _items_per_task(errors, scale))
+                                _items_per_task(errors, scale), family=k * (k - 1) // 2,
+                                total_items=int(r.get("items", 0) or 0))
         what = []
         if seeds > 0:
             what.append(f"about {seeds} seeds at today's items")
         if n_items > 0:
             what.append(f"about {n_items} items per task at today's seeds")
         if not what:
-            what.append("neither more seeds alone nor more items alone (both parts of the error are too large for "
-                        "this difference): both, or more training tokens")
+            what.append("neither up to 64 seeds nor 100x the items alone: both, or more training tokens")
         out.append(f"What would decide `{leader}` vs `{other}` (a difference of {abs(r['mean_diff']):.3g}, if it is "
-                   f"real): {' or '.join(what)}; more training tokens may widen it (the ladder says whether "
-                   "differences grow with compute).")
+                   f"real; 80% power at the Holm level): {' or '.join(what)}; more training tokens may widen it "
+                   "(the ladder says whether differences grow with compute).")
     return out
 
 
