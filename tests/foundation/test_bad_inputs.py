@@ -117,6 +117,9 @@ class Case:
     drops: dict[str, int] = field(default_factory=dict)  # counted: reason -> rows in rejected_documents
     source_file: str | None = None  # counted: the file the drops name
     setup: str | None = None  # held | full_disk | read_only
+    # refused by a check that needs the ingested corpus (its token counts): ingest's own outputs, complete and
+    # reused by the next run, may be new in 02_intermediate; nothing else, and the earlier files stay as they were
+    after_ingest: bool = False
 
 
 # the cheapest run that reads the corpus: ingest alone, in the driver, without MLflow and the text dedup
@@ -124,6 +127,7 @@ CURATE = ["pipeline=ingest", "tracking.enabled=false", "data.workers=1", "data.d
           "data.dedup.exact=false", "data.dedup.fuzzy=false"]
 KEDRO_PARAMS = "tracking.enabled=false,data.workers=1,data.dedup.exact=false,data.dedup.fuzzy=false"
 FIX = r".*Fix"
+DECIDE = ("experiment=decide_smoke", "pipeline=decide")  # its fit check resolves the token budget after ingest
 
 
 def curate(*extra: str) -> Callable[[Path, Path], list[str]]:
@@ -208,6 +212,16 @@ CASES = [
          r"budget\.docs=5: must be null when budget\.tokens is set .*Fix: keep one of budget\.docs and budget\.tokens"),
     Case("kedro_budget_docs_and_token_ratio", "kedro", kedro("ingest", "budget.docs=5,budget.token_ratio=0.1"),
          r"budget\.docs=5: must be null when budget\.token_ratio is set .*Fix: keep one of budget\.docs"),
+    # token budgets the corpus cannot meet: refused where the budget is first resolved (decide: right after ingest)
+    Case("token_budget_above_the_corpus", "curate",
+         curate("data.path={inp}/good.parquet", *DECIDE, "budget.token_ratio=null", "budget.tokens=100000000"),
+         r"budget\.tokens=100000000: a budget of 100,000,000 tokens is not below the [\d,]+ tokens of the ingested "
+         r"corpus \(12 documents\), so there is nothing to select\. Fix: lower it below", after_ingest=True),
+    Case("token_budget_below_the_smallest_document", "curate",
+         curate("data.path={inp}/good.parquet", *DECIDE, "budget.token_ratio=0.0001"),
+         r"budget\.token_ratio=0\.0001: a budget of \d+ tokens is smaller than the smallest document of the "
+         r"ingested corpus \([\d,]+ of its [\d,]+ tokens\), so no selection can hold it\. Fix: raise it to at "
+         r"least", after_ingest=True),
     Case("namespace_outside_data", "curate", curate("data.path={inp}/good.parquet", "run.namespace=../../escape"),
          r"run\.namespace='\.\./\.\./escape': must be a folder name inside each data layer"),
     # curate: the namespace and the disk
@@ -456,7 +470,13 @@ def test_bad_input(case: Case, bench, tmp_path):
     matching = [line for line in result.stderr.splitlines() if re.search(case.expect, line)]
     assert matching, f"no line of stderr matches {case.expect!r}:\n{result.stderr[-4000:]}"
     assert len(matching[0]) < 700, matching[0]  # short: one line
-    assert _snapshot(outputs) == before, "the failed run left something in the namespace"
+    after = _snapshot(outputs)
+    if case.after_ingest:
+        ingested = root / "data" / "02_intermediate" / namespace
+        new = {p for p in set(after) - set(before) if not Path(p).is_relative_to(ingested)}
+        assert not new, f"the failed run left more than ingest's outputs in the namespace: {sorted(new)}"
+        after = {p: v for p, v in after.items() if p in before}
+    assert after == before, "the failed run left something in the namespace"
     if mounted is not None:  # what the run had written on the full disk before it failed was removed
         scope = mounted if case.cli == "megatron" else mounted / namespace
         assert not [p for p in left_on_disk if p != str(mounted) and Path(p).is_relative_to(scope)], left_on_disk

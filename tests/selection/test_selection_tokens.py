@@ -13,8 +13,11 @@ import pandas as pd
 import pytest
 
 from curation.data.tokens import count_tokens
+from curation.errors import UserError, user_message
 from curation.selection.tokens import (
     TOLERANCE,
+    TokenBudgetError,
+    check_token_budget,
     fit_to_tokens,
     ordered_positions,
     prefix_to_tokens,
@@ -172,3 +175,33 @@ def test_datamask_under_a_token_budget_stops_its_final_draw_at_the_budget(pool):
     assert result.info["token_solve_runs"] == 2 and result.info["token_pilot_size"] == round(budget / n_tokens.mean())
     # the full run trains masks of the pilot's size; its draw, stopped at the budget, keeps about that many
     assert abs(len(result.indices) - result.info["token_solved_size"]) <= 0.25 * result.info["token_solved_size"]
+
+
+# --- budgets the corpus cannot meet: one line, before any selection runs (issue #44) -------------------------
+
+
+@pytest.mark.parametrize("budget, wanted, expect", [
+    ({"tokens": 600}, 600, r"^budget\.tokens=600: a budget of 600 tokens is not below the 600 tokens of the "
+                           r"ingested corpus \(3 documents\).*Fix: lower it below 600"),
+    ({"token_ratio": 0.05}, 30, r"^budget\.token_ratio=0\.05: a budget of 30 tokens is smaller than the smallest "
+                               r"document of the ingested corpus \(100 of its 600 tokens\).*Fix: raise it to at least "
+                               r"100 tokens \(budget\.token_ratio >= 0\.1667\)"),
+])
+def test_a_budget_the_corpus_cannot_meet_is_one_line(budget, wanted, expect):
+    with pytest.raises(TokenBudgetError, match=expect) as caught:
+        check_token_budget(wanted, np.array([100, 200, 300]), budget, "the ingested corpus")
+    assert isinstance(caught.value, UserError) and "\n" not in user_message(caught.value)
+
+
+def test_a_budget_between_the_smallest_document_and_the_total_passes():
+    check_token_budget(100, np.array([100, 200, 300]), {"tokens": 100})
+    check_token_budget(599, np.array([100, 200, 300]), {"tokens": 599})
+
+
+def test_a_budget_no_selection_can_reach_within_the_tolerance_is_one_line():
+    # two documents of 1,000 tokens: a 1,500-token budget is 500 away from every selection
+    with pytest.raises(TokenBudgetError, match=r"outside the 1% token tolerance \(TOLERANCE in "
+                       r"curation/selection/tokens\.py, not a setting\).*Fix: raise the budget") as caught:
+        select_tokens("random", quality=np.array([0.5, 0.4, 0.3]), embeddings=np.zeros((3, 2), dtype="float32"),
+                      n_tokens=np.array([1000.0, 1000.0, 1000.0]), budget_tokens=1500.0)
+    assert "\n" not in user_message(caught.value)

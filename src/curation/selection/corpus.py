@@ -349,7 +349,7 @@ def _shard_token_budget(documents: Any, pruned_scores: Any, pool: np.ndarray, bu
     from pathlib import Path
 
     from curation.selection.sharded import read_ids
-    from curation.selection.tokens import token_budget
+    from curation.selection.tokens import check_token_budget, token_budget
 
     if budget.get("tokens") is None and budget.get("token_ratio") is None:
         return None
@@ -377,7 +377,9 @@ def _shard_token_budget(documents: Any, pruned_scores: Any, pool: np.ndarray, bu
         atomic_write(path, lambda p: table.to_parquet(p, index=False))
     table = table.set_index("id")
     ids = np.concatenate([v.astype(str) for v in read_ids(pruned_scores, pool).values()])
-    return {"budget": int(token_budget(budget, float(table["n_tokens"].sum()))),
+    wanted = int(token_budget(budget, float(table["n_tokens"].sum())))
+    check_token_budget(float(wanted), table["n_tokens"].to_numpy(), budget, "the ingested corpus")
+    return {"budget": wanted,
             "n_tokens": table["n_tokens"].reindex(ids).to_numpy(dtype="float64"),
             "groups": table["domain"].reindex(ids).to_numpy() if column is not None else None,
             "proportions": budget.get("domain_proportions")}
@@ -534,12 +536,13 @@ def resolve_token_budget(documents: pd.DataFrame, budget: Mapping[str, Any],
                          cache: Mapping[str, Any]) -> Optional[TokenBudget]:
     """The :class:`TokenBudget` of ``budget`` (``tokens`` or ``token_ratio`` of the ingested documents'
     tokens; ``domain_column`` / ``domain_proportions``), or None for a document budget."""
-    from curation.selection.tokens import token_budget
+    from curation.selection.tokens import check_token_budget, token_budget
 
     if budget.get("tokens") is None and budget.get("token_ratio") is None:
         return None
     n_tokens = document_tokens(documents, cache)
     wanted = token_budget(budget, float(n_tokens.sum()))
+    check_token_budget(float(wanted), n_tokens.to_numpy(), budget, "the ingested corpus")
     groups = None
     column = budget.get("domain_column")
     if column is not None:

@@ -41,10 +41,58 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 import pandas as pd
 
+from curation.errors import UserError
+
 log = logging.getLogger(__name__)
 
 ORDERED = ("topk_quality", "random")
-TOLERANCE = 0.01  # |selected tokens - budget| <= 1% of the budget
+TOLERANCE = 0.01  # |selected tokens - budget| <= 1% of the budget (a constant: there is no setting for it)
+
+BUDGET_FIX = ("set budget.tokens (or budget.token_ratio) so the budget lies between the corpus's smallest "
+              "document and its total, or count documents instead (budget.docs / budget.ratio)")
+
+
+class TokenBudgetError(UserError, ValueError):
+    """A token budget the corpus cannot meet: above its tokens, below its smallest document, or not reachable
+    within :data:`TOLERANCE` by any selection the method made (a pool of a few long documents)."""
+
+
+def _budget_key(budget: Mapping[str, Any]) -> str:
+    if budget.get("tokens") is not None:
+        return f"budget.tokens={budget.get('tokens')}"
+    return f"budget.token_ratio={budget.get('token_ratio')}"
+
+
+def check_token_budget(wanted: float, n_tokens: Any, budget: Mapping[str, Any], what: str = "the corpus") -> None:
+    """Refuse, before any selection runs, a token budget ``wanted`` that ``n_tokens`` (one count per
+    document) cannot meet: not below their total (a selection must leave something out), or below the
+    smallest document's tokens minus the tolerance (no non-empty selection is that small)."""
+    counts = np.asarray(n_tokens, dtype="float64")
+    if counts.size == 0:
+        return
+    total, smallest = float(counts.sum()), float(counts.min())
+    key = _budget_key(budget)
+    if wanted >= total:
+        raise TokenBudgetError(
+            f"{key}: a budget of {wanted:,.0f} tokens is not below the {total:,.0f} tokens of {what} "
+            f"({counts.size:,} documents), so there is nothing to select. Fix: lower it below {total:,.0f} "
+            f"(budget.token_ratio < 1), or {BUDGET_FIX}.")
+    if wanted < smallest * (1 - TOLERANCE):
+        raise TokenBudgetError(
+            f"{key}: a budget of {wanted:,.0f} tokens is smaller than the smallest document of {what} "
+            f"({smallest:,.0f} of its {total:,.0f} tokens), so no selection can hold it. Fix: raise it to at least "
+            f"{smallest:,.0f} tokens (budget.token_ratio >= {smallest / total:.4f}), or {BUDGET_FIX}.")
+
+
+def _unreachable(method: str, selected: float, budget_tokens: float, counts: np.ndarray) -> TokenBudgetError:
+    return TokenBudgetError(
+        f"token budget of {budget_tokens:,.0f} (budget.tokens / budget.token_ratio): {method} selected "
+        f"{selected:,.0f} tokens, outside the {TOLERANCE:.0%} token tolerance (TOLERANCE in "
+        f"curation/selection/tokens.py, not a setting), because the pool's {len(counts):,} documents are too few "
+        f"or too long (smallest {float(counts.min()) if len(counts) else 0:,.0f}, largest "
+        f"{float(counts.max()) if len(counts) else 0:,.0f} tokens) to land within "
+        f"{budget_tokens * TOLERANCE:,.0f} tokens of it. Fix: raise the budget to many times the largest document, "
+        f"ingest more documents (data.max_docs), or count documents instead (budget.docs / budget.ratio).")
 
 
 def prefix_to_tokens(order: np.ndarray, n_tokens: np.ndarray, target: float) -> int:
@@ -115,8 +163,9 @@ def _check_tokens(n_tokens: Any, n: int, budget_tokens: float) -> np.ndarray:
         raise ValueError("n_tokens must be finite non-negative counts")
     total = float(counts.sum())
     if not 0 < budget_tokens < total:
-        raise ValueError(f"token budget of {budget_tokens:,.0f} must be in (0, {total:,.0f}): the candidates hold "
-                         f"{total:,.0f} tokens; lower budget.tokens / budget.token_ratio")
+        raise TokenBudgetError(f"token budget of {budget_tokens:,.0f} (budget.tokens / budget.token_ratio) must be in "
+                               f"(0, {total:,.0f}): the {n:,} candidates hold {total:,.0f} tokens. Fix: lower "
+                               f"budget.tokens / budget.token_ratio, or {BUDGET_FIX}.")
     return counts.astype("float64")
 
 
@@ -185,8 +234,9 @@ def fit_to_tokens(run: Callable[[int], np.ndarray], n_tokens: np.ndarray, budget
             tried[size] = (idx, float(n_tokens[idx].sum()))
             over = [size] if tried[size][1] > budget_tokens else []
         if not over:
-            raise ValueError(f"token budget {budget_tokens:,.0f}: the method's largest mask holds "
-                             f"{max(t for _, t in tried.values()):,.0f} tokens; lower the budget")
+            raise TokenBudgetError(f"token budget {budget_tokens:,.0f} (budget.tokens / budget.token_ratio): the "
+                                   f"method's largest mask holds {max(t for _, t in tried.values()):,.0f} tokens. "
+                                   f"Fix: lower the budget, or count documents instead (budget.docs / budget.ratio).")
         idx, tokens = tried[min(over, key=lambda s: tried[s][1])]
         idx, tokens, trimmed = _trim(idx, n_tokens, quality, lo_tol, hi_tol)
     info = {"token_solve_runs": float(len(tried)), "token_trimmed_docs": float(trimmed), "token_solved_size": float(best)}
@@ -237,8 +287,11 @@ def _trim(idx: np.ndarray, n_tokens: np.ndarray, quality: np.ndarray, lo: float,
             tokens -= float(n_tokens[idx[j]])
             dropped += 1
     if tokens > hi:
-        raise ValueError(f"token budget: cannot trim the selection to within [{lo:,.0f}, {hi:,.0f}] tokens (its "
-                         "documents are too long for the tolerance); raise the budget")
+        raise TokenBudgetError(
+            f"token budget (budget.tokens / budget.token_ratio): cannot trim the selection to within "
+            f"[{lo:,.0f}, {hi:,.0f}] tokens, the {TOLERANCE:.0%} token tolerance (TOLERANCE in "
+            f"curation/selection/tokens.py, not a setting): its documents are too long for it. Fix: raise the "
+            f"budget to many times the largest document, or count documents instead (budget.docs / budget.ratio).")
     return idx[keep], tokens, dropped
 
 
@@ -267,8 +320,9 @@ def select_tokens(method: str, *, quality: Any, embeddings: Any, n_tokens: Any, 
         kept = np.flatnonzero(quality >= cfg.min_quality).astype(np.int64)
     q, c = quality[kept], counts[kept]
     if not budget_tokens < c.sum():
-        raise ValueError(f"token budget {budget_tokens:,.0f}: the {len(kept)} candidates left after "
-                         f"selection.min_quality hold {c.sum():,.0f} tokens")
+        raise TokenBudgetError(f"token budget {budget_tokens:,.0f} (budget.tokens / budget.token_ratio): the "
+                               f"{len(kept)} candidates left after selection.min_quality hold {c.sum():,.0f} tokens. "
+                               f"Fix: lower the budget or selection.min_quality.")
     history, extra = pd.DataFrame(), {}
     if method in ORDERED:
         local = np.sort(fill_to_tokens(ordered_positions(method, q, seed), c, budget_tokens, tolerance))
@@ -295,7 +349,7 @@ def select_tokens(method: str, *, quality: Any, embeddings: Any, n_tokens: Any, 
             "selected_tokens": selected, "token_error": selected / float(budget_tokens) - 1.0,
             "wall_time_s": time.perf_counter() - started, **extra}
     if abs(info["token_error"]) > tolerance:  # the contract, checked rather than hoped for
-        raise RuntimeError(f"{method} selected {selected:,.0f} tokens for a budget of {budget_tokens:,.0f}")
+        raise _unreachable(method, selected, float(budget_tokens), c)
     return Selection(indices=indices, history=history, info=info)
 
 
@@ -321,8 +375,9 @@ def _select_groups(method: str, quality: np.ndarray, embeddings: Any, counts: np
         target = share * budget_tokens
         have = counts[rows].sum()
         if have < target * (1 - tolerance):
-            raise ValueError(f"budget.domain_proportions: domain {name!r} holds {have:,.0f} tokens, less than its share "
-                             f"{share:.3f} of the {budget_tokens:,.0f}-token budget; lower its share or the budget")
+            raise TokenBudgetError(f"budget.domain_proportions: domain {name!r} holds {have:,.0f} tokens, less than "
+                                   f"its share {share:.3f} of the {budget_tokens:,.0f}-token budget. Fix: lower its "
+                                   f"share or the budget.")
         if have <= target * (1 + tolerance) or len(rows) < 3:
             part = rows  # the whole domain is its share
         else:
@@ -337,5 +392,5 @@ def _select_groups(method: str, quality: np.ndarray, embeddings: Any, counts: np
                  "selected_tokens": selected, "token_error": selected / budget_tokens - 1.0,
                  "wall_time_s": time.perf_counter() - started})
     if abs(info["token_error"]) > tolerance:
-        raise RuntimeError(f"{method} selected {selected:,.0f} tokens for a budget of {budget_tokens:,.0f}")
+        raise _unreachable(method, selected, float(budget_tokens), counts)
     return Selection(indices=indices, history=pd.DataFrame(), info=info)
