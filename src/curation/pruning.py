@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import atomic_write_text
-from curation.configuration import check, in_range, one_of
+from curation.configuration import ConfigError, check, in_range, one_of
 from curation.errors import UserError
 from curation.shards.store import ShardWriter
 
@@ -50,8 +50,8 @@ def prune(scores: pd.DataFrame, config: PruningConfig) -> tuple[np.ndarray, dict
     so the result does not depend on the sort algorithm.
     """
     if config.score_column not in scores.columns:
-        raise KeyError(f"pruning needs the column {config.score_column!r}; scores have {list(scores.columns)}")
-    quality = scores[config.score_column].to_numpy(dtype="float64", na_value=np.nan)
+        raise missing_score_column(config.score_column, scores.columns)
+    quality = numeric_scores(config.score_column, scores[config.score_column])
     finite = np.isfinite(quality)
     n_nan = int((~finite).sum())
     if n_nan and config.nan_policy == "error":
@@ -159,7 +159,22 @@ class ShardCut:
     cut_quality: float = float("nan")  # prune()'s report value: the lowest kept score (bottom_pct)
 
 
-def quality_column(scores: Any, column: str = "quality") -> np.ndarray:
+def missing_score_column(column: str, columns: Any, key: str = "pruning.score_column") -> ConfigError:
+    """The one-line refusal of a score column the scores lack, naming ``key`` and the columns they have."""
+    have = [str(c) for c in columns if str(c) not in ("id", "text")]
+    return ConfigError(key, f"{column!r} is not a column of the scores (they have {have}). Fix: set {key} to one of "
+                            f"them (quality = the merged 0-15 score), or turn that rater on in the scoring config and "
+                            f"re-run scoring", column)
+
+
+def numeric_scores(column: str, values: pd.Series, key: str = "pruning.score_column") -> np.ndarray:
+    if not (pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype)):
+        raise ConfigError(key, f"the scores' column {column!r} holds {values.dtype} values, not numbers. Fix: set {key} "
+                               f"to a numeric score column (quality = the merged 0-15 score)", column)
+    return values.to_numpy(dtype="float64", na_value=np.nan)
+
+
+def quality_column(scores: Any, column: str = "quality", key: str = "pruning.score_column") -> np.ndarray:
     """The ``column`` of every shard of ``scores`` (a :class:`curation.shards.ShardedDataset`), concatenated
     in shard-then-row order as float64: 8 bytes per document, the one global array pruning and
     streaming selection hold (no ids, no text, no embeddings)."""
@@ -167,8 +182,8 @@ def quality_column(scores: Any, column: str = "quality") -> np.ndarray:
     for name in scores.names:
         frame = scores.read(name, [column]) if column in scores.manifest.schema else None
         if frame is None:
-            raise KeyError(f"pruning needs the column {column!r}; scores have {list(scores.manifest.schema)}")
-        parts.append(frame[column].to_numpy(dtype="float64", na_value=np.nan))
+            raise missing_score_column(column, scores.manifest.schema, key)
+        parts.append(numeric_scores(column, frame[column], key))
     return np.concatenate(parts) if parts else np.empty(0, dtype="float64")
 
 
@@ -179,8 +194,7 @@ def plan_cut(scores: Any, config: PruningConfig) -> ShardCut:
     shards in shard-then-row order, so the kept rows equal :func:`prune` on the concatenated frame."""
     if config.mode == "threshold":
         if config.score_column not in scores.manifest.schema:
-            raise KeyError(f"pruning needs the column {config.score_column!r}; scores have "
-                           f"{list(scores.manifest.schema)}")
+            raise missing_score_column(config.score_column, scores.manifest.schema)
         return ShardCut("threshold", threshold=float(config.threshold), cut_quality=float(config.threshold))
     quality = quality_column(scores, config.score_column)
     finite = np.isfinite(quality)

@@ -167,11 +167,29 @@ def test_sharded_pruning_of_another_score_column(tmp_path):
     assert plan_cut(scores, config).cut_quality == 3.0
     assert _kept_ids(prune_shards(scores, emb, config, tmp_path / "w")) == ["d0", "d2"]
     assert quality_column(scores, "merged").tolist() == q
-    with pytest.raises(KeyError, match=r"pruning needs the column 'quality'; scores have \['id', 'merged'\]"):
+    with pytest.raises(KeyError, match=r"^pruning\.score_column='quality': 'quality' is not a column of the scores \(they have \['merged'\]\)\. Fix: set pruning\.score_column to one of them"):
         quality_column(scores)  # the default column
     for mode in ("threshold", "bottom_pct"):
-        with pytest.raises(KeyError, match=r"pruning needs the column 'quality'; scores have \['id', 'merged'\]"):
+        with pytest.raises(KeyError, match=r"^pruning\.score_column='quality': 'quality' is not a column of the scores \(they have \['merged'\]\)\. Fix: set pruning\.score_column to one of them"):
             plan_cut(scores, PruningConfig(mode=mode))
+
+
+def test_a_score_column_that_is_missing_or_not_numbers_is_one_line_naming_the_key(tmp_path):
+    from curation.configuration import ConfigError
+    from curation.pruning import plan_cut, quality_column
+
+    frame = pd.DataFrame({"id": ["a", "b"], "quality": [1.0, 2.0], "label": ["x", "y"]})
+    with pytest.raises(ConfigError, match=r"^pruning\.score_column='nope': 'nope' is not a column of the scores "
+                                          r"\(they have \['quality', 'label'\]\)\. Fix: set pruning\.score_column"):
+        prune(frame, PruningConfig(score_column="nope"))
+    with pytest.raises(ConfigError, match=r"^pruning\.score_column='label': the scores' column 'label' holds (str|object) "
+                                          r"values, not numbers\. Fix: set pruning\.score_column to a numeric"):
+        prune(frame, PruningConfig(score_column="label"))
+    _, scores, _ = _small(tmp_path, [5.0, 1.0], [2], column="merged")
+    with pytest.raises(ConfigError, match=r"^selection\.score='nope': 'nope' is not a column"):
+        quality_column(scores, "nope", key="selection.score")
+    with pytest.raises(ConfigError, match=r"^pruning\.score_column='nope'"):
+        plan_cut(scores, PruningConfig(mode="threshold", score_column="nope"))
 
 
 def test_quality_column_default_and_no_shards(tmp_path):

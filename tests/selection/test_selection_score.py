@@ -80,3 +80,13 @@ def test_the_default_job_selects_top_k_by_the_edu_rater_and_other_methods_keep_t
         assert compose_config(CONF, [f"selection={method}"])["selection"]["score"] == "quality"
     with pytest.raises(ConfigError, match="selection.score"):
         compose_config(CONF, ["selection.score=' '"])
+
+
+def test_a_score_column_of_strings_is_refused_in_one_line_naming_the_key(pruned):
+    documents, scores, embeddings = pruned
+    frame = scores.to_frame()
+    frame = frame.assign(label=["a"] * len(frame))
+    with pytest.raises(ConfigError, match=r"^selection\.score='label': the scores' column 'label' holds \w+ values, "
+                                          r"not numbers\. Fix: set selection\.score to a numeric score column"):
+        run_selection(frame, np.concatenate([a for _, a in embeddings.iter_arrays()]), documents.to_frame(),
+                      {"method": "topk_quality", "score": "label"}, BUDGET, 0)

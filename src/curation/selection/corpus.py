@@ -139,7 +139,9 @@ def run_selection(pruned_scores: pd.DataFrame, pruned_embeddings: np.ndarray, do
     method = selection["method"]
     pool = candidate_pool(len(pruned_scores), budget, seed)
     score = check_score_column(selection, list(pruned_scores.columns))
-    quality = pruned_scores[score].to_numpy(dtype="float64")[pool]
+    from curation.pruning import numeric_scores
+
+    quality = numeric_scores(score, pruned_scores[score], key="selection.score")[pool]
     embeddings = np.array(pruned_embeddings[pool], dtype="float32")  # a writable copy of the memory map
     config = {k: v for k, v in selection.items() if k != "method"}
     tokens = resolve_token_budget(documents, budget, {"enabled": False})

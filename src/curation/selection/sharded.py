@@ -100,7 +100,7 @@ def read_quality(pruned_scores: ShardedDataset, column: str = "quality") -> np.n
     """The quality column in global position order, float64 (8 bytes/doc)."""
     from curation.pruning import quality_column
 
-    return quality_column(pruned_scores, column)
+    return quality_column(pruned_scores, column, key="selection.score")
 
 
 def by_shard(dataset: ShardedDataset, positions: np.ndarray) -> dict[str, np.ndarray]:
