@@ -95,3 +95,21 @@ def test_schedule_summary_by_hand():
     assert (long["anneal_steps_r0.50"], long["anneal_formula_governs_r0.50"]) == (6_000.0, 1.0)
     with pytest.raises(ValueError, match="^name candidate_tokens: the config keeps candidates whole$"):
         schedule_summary(pretrain, dataclasses.replace(cfg, candidate_tokens=None))
+
+
+# --- a base model the corpus cannot feed is refused before it trains (issue #44) -------------------------------
+
+
+def test_a_base_budget_above_one_pass_over_the_default_mix_is_one_line_with_the_fit():
+    from curation.errors import UserError, user_message
+    from curation.verification.anneal import BaseTooLargeError, check_base_fits
+
+    check_base_fits(mix_tokens=1_048_576, base_tokens=1_048_576, tokens_per_step=4096)  # one pass: fine
+    with pytest.raises(BaseTooLargeError, match=r"^verification\.base_tokens=1048576: the base model would train "
+                       r"51\.2 passes over the default mix's 20,480 LM tokens \(at most 1\)\. Fix: ingest more "
+                       r"documents \(data\.max_docs, data\.path\) or set verification\.base_tokens <= 20480 "
+                       r"\(5 steps of 4,096 tokens\)\.$") as err:
+        check_base_fits(mix_tokens=20_480, base_tokens=1_048_576, tokens_per_step=4096)
+    assert isinstance(err.value, UserError) and "\n" not in user_message(err.value)
+    with pytest.raises(BaseTooLargeError, match=r"too few for one step, so a larger corpus is the fix\.$"):
+        check_base_fits(mix_tokens=1000, base_tokens=4096, tokens_per_step=4096)

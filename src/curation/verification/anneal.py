@@ -19,6 +19,7 @@ import pandas as pd
 import tokenizers
 
 from curation.cache import config_key
+from curation.errors import UserError
 from curation.evaluation.runs import run_evaluation
 from curation.lm import PackedDataset, annealing_steps, loader_from, mixed_loader
 from curation.lm.cached import pack_texts, packed_digest, train_cached
@@ -121,12 +122,37 @@ def base_steps(pretrain: PretrainConfig, cfg: VerificationConfig) -> int:
     return dataclasses.replace(pretrain.train, max_tokens=cfg.base_tokens, max_steps=None).total_steps()
 
 
+MAX_BASE_EPOCHS = 1.0  # the base model is pre-trained, not memorising: at most one pass over the default mix
+
+
+class BaseTooLargeError(UserError, ValueError):
+    """The default mix holds fewer tokens than ``verification.base_tokens`` asks the base model to train on."""
+
+
+def check_base_fits(mix_tokens: int, base_tokens: int, tokens_per_step: int) -> None:
+    """Refuse, before the base model trains, a ``verification.base_tokens`` above :data:`MAX_BASE_EPOCHS` passes
+    over the default mix's ``mix_tokens`` LM tokens (e.g. 1,048,576 tokens on a 20-document corpus of ~20k
+    tokens: ~50 passes, hours of training that measure memorisation), naming the numbers and the settings that fit."""
+    allowed = MAX_BASE_EPOCHS * mix_tokens
+    if base_tokens <= allowed:
+        return
+    fit = int(allowed) // tokens_per_step * tokens_per_step
+    raise BaseTooLargeError(
+        f"verification.base_tokens={base_tokens}: the base model would train {base_tokens / max(mix_tokens, 1):.1f} "
+        f"passes over the default mix's {mix_tokens:,} LM tokens (at most {MAX_BASE_EPOCHS:g}). Fix: ingest more "
+        f"documents (data.max_docs, data.path) or set verification.base_tokens <= {fit} "
+        f"({fit // tokens_per_step if tokens_per_step else 0} steps of {tokens_per_step:,} tokens)"
+        + ("" if fit else ": too few for one step, so a larger corpus is the fix") + ".")
+
+
 def train_base(tokens: dict[str, PackedDataset], tokenizer: tokenizers.Tokenizer, pretrain: PretrainConfig,
                cfg: VerificationConfig, cache: Mapping[str, Any]) -> tuple[LMCheckpoint, pd.DataFrame, dict]:
     """The base model: ``pretrain.model`` trained on the default mix with a WSD schedule (stable, then an
-    exponential decay over the last ``base_decay_fraction`` of ``base_tokens``), Ultra-FineWeb Sec. 2.2."""
+    exponential decay over the last ``base_decay_fraction`` of ``base_tokens``), Ultra-FineWeb Sec. 2.2.
+    Refused first (:func:`check_base_fits`) when ``base_tokens`` is more than one pass over the default mix."""
     base_cfg = base_config(pretrain, cfg)
     data = PackedDataset(tokens[DEFAULT_MIX].path, seq_len=base_cfg.train.seq_len)
+    check_base_fits(int(data.index.n_tokens), int(cfg.base_tokens), int(base_cfg.train.tokens_per_step))
     trained = train_cached(base_cfg, loader_from(data, base_cfg.train.batch_size, cfg.seed), cache=cache,
                            data_key=config_key("verification-base", packed_digest(data), base_cfg.train.seq_len))
     metrics = {f"base_{k}": v for k, v in trained.metrics.items()}
