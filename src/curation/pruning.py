@@ -168,6 +168,13 @@ def missing_score_column(column: str, columns: Any, key: str = "pruning.score_co
 
 
 def numeric_scores(column: str, values: pd.Series, key: str = "pruning.score_column") -> np.ndarray:
+    """``values`` as float64, missing scores as NaN. An object column of numbers and nulls (records read
+    from JSON with nulls) is numbers; one holding any string or boolean is not a score column."""
+    if values.dtype == object:
+        present = values.dropna()
+        if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+               for v in present):
+            return pd.to_numeric(values, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
     if not (pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype)):
         raise ConfigError(key, f"the scores' column {column!r} holds {values.dtype} values, not numbers. Fix: set {key} "
                                f"to a numeric score column (quality = the merged 0-15 score)", column)

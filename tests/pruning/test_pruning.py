@@ -122,6 +122,16 @@ def test_an_object_column_with_missing_scores_is_read_as_floats():
     assert quality_histogram(scores["quality"].to_numpy())["docs_before"].tolist()[:6] == [0, 0, 1, 0, 0, 1]
 
 
+def test_an_object_column_holding_a_string_or_a_boolean_is_refused_in_one_line():
+    from curation.configuration import ConfigError
+
+    for odd in ("7", True):
+        scores = pd.DataFrame({"id": ["a", "b", "c"], "quality": pd.Series([5.0, None, odd], dtype=object)})
+        with pytest.raises(ConfigError, match=r"^pruning\.score_column='quality': the scores' column 'quality' holds "
+                                              r"object values, not numbers"):
+            prune(scores, PruningConfig())
+
+
 def test_histogram_clips_to_the_scale_and_bins_kept_low_scores():
     quality = np.array([-0.5, 0.5, 1.0, 15.2, 17.0])
     table = quality_histogram(quality, np.ones(5, dtype=bool))
