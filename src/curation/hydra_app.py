@@ -297,6 +297,61 @@ def composition_error(argv: list[str], conf: Path) -> str | None:
     return None
 
 
+SWEEP_CHECK_LIMIT = 1000  # jobs composed up front (~50 ms each); a larger sweep is left to each job's own check
+
+
+def sweep_error(argv: list[str], conf: Path) -> str | None:
+    """The one-line message when a job of a ``curate -m`` sweep would be refused, found before the first
+    job runs; None when every job composes and passes :func:`~curation.config_schema.validate_config`.
+
+    Hydra composes each job when it starts, so one invalid value (``-m pruning.threshold=3,nan``) was found
+    only after the jobs before it had run (issue #44). The jobs are expanded as Hydra's basic sweeper
+    expands them (the command line's sweeps after ``hydra.sweeper.params`` of the config) and each is
+    composed and range-checked here, in well under a second per job."""
+    if not any(arg in ("-m", "--multirun") for arg in argv):
+        return None
+    if any(arg.startswith("-") and arg not in ("-m", "--multirun") for arg in argv):
+        return None  # --cfg, --help, ...: Hydra's own
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from curation.config_schema import validate_config
+    from curation.errors import composition_message, user_message
+
+    overrides = [arg for arg in argv if not arg.startswith("-")]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
+            parser = OverridesParser.create()
+            try:
+                # The config's own sweep (an experiment with hydra.sweeper.params), then the command line's.
+                base = compose(config_name="config", overrides=[o for o in overrides if "," not in o],
+                               return_hydra_config=True)
+                params = OmegaConf.select(base, "hydra.sweeper.params", default=None) or {}
+                arguments = [f"{k}={v}" for k, v in params.items()] + overrides
+                batches = BasicSweeper.split_arguments(parser.parse_overrides(overrides=arguments), None)
+            except Exception as err:
+                return composition_message(err) or user_message(err)
+            jobs = [job for batch in batches for job in batch]
+            if len(jobs) > SWEEP_CHECK_LIMIT:
+                return None
+            for number, job in enumerate(jobs):
+                try:
+                    cfg = compose(config_name="config", overrides=list(job))
+                    validate_config(cfg)
+                except Exception as err:
+                    message = composition_message(err) or user_message(err)
+                    if message is None:
+                        raise
+                    return (f"sweep job #{number} of {len(jobs)} ({' '.join(job)}): {message} "
+                            f"(checked before any job ran: nothing ran)")
+    finally:
+        GlobalHydra.instance().clear()
+    return None
+
+
 def _refuse_busy(err: Exception) -> None:
     from curation.errors import format_failure, verbose
 
@@ -338,7 +393,8 @@ def main() -> None:
         register_configs()
         from curation.errors import format_failure, verbose
 
-        message = None if verbose() else composition_error(sys.argv[1:], root / "conf")
+        message = None if verbose() else (composition_error(sys.argv[1:], root / "conf")
+                                          or sweep_error(sys.argv[1:], root / "conf"))
         if message is not None:
             print(format_failure(message), file=sys.stderr, flush=True)
             raise SystemExit(2)

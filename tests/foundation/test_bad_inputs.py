@@ -98,6 +98,11 @@ def _make_inputs(folder: Path) -> Path:
     (folder / "badtok.json").write_text('{"not": "a tokenizer"')
     for ext in (".bin", ".idx"):  # an earlier conversion's prefix
         (folder / f"done{ext}").write_bytes(b"an earlier selection")
+    gnupg = pd.read_json(Path(__file__).resolve().parents[1] / "fixtures" / "languages" / "gnupg_help.jsonl",
+                         lines=True)  # GnuPG's help texts, real translations (tests/fixtures/languages)
+    other = pd.concat([gnupg[gnupg["language"] == "de"].head(3), gnupg[gnupg["language"] == "ru"].head(2)])
+    (folder / "languages.jsonl").write_text("".join(json.dumps({"id": r.id, "text": r.text}) + "\n" for r in
+                                                    pd.concat([head.head(8), other[["id", "text"]]]).itertuples()))
     from curation.lm import train_tokenizer
 
     train_tokenizer(docs["text"].head(40).tolist(), vocab_size=600).save(str(folder / "tokenizer.json"))
@@ -120,6 +125,7 @@ class Case:
     # refused by a check that needs the ingested corpus (its token counts): ingest's own outputs, complete and
     # reused by the next run, may be new in 02_intermediate; nothing else, and the earlier files stay as they were
     after_ingest: bool = False
+    summary: str | None = None  # counted: a line the run's summary must print
 
 
 # the cheapest run that reads the corpus: ingest alone, in the driver, without MLflow and the text dedup
@@ -222,6 +228,10 @@ CASES = [
          r"budget\.token_ratio=0\.0001: a budget of \d+ tokens is smaller than the smallest document of the "
          r"ingested corpus \([\d,]+ of its [\d,]+ tokens\), so no selection can hold it\. Fix: raise it to at "
          r"least", after_ingest=True),
+    Case("sweep_with_one_invalid_value", "curate",
+         curate("data.path={inp}/good.parquet", "-m", "pruning.threshold=3,nan"),
+         r"sweep job #1 of 2 \(.*pruning\.threshold=nan.*\): pruning\.threshold=nan: must be a finite number "
+         r"\(checked before any job ran: nothing ran\)"),
     Case("namespace_outside_data", "curate", curate("data.path={inp}/good.parquet", "run.namespace=../../escape"),
          r"run\.namespace='\.\./\.\./escape': must be a folder name inside each data layer"),
     # curate: the namespace and the disk
@@ -250,6 +260,11 @@ CASES = [
          exit=0, drops={"not_text": 2}, source_file="objtext.jsonl"),
     Case("folder_of_parquet_and_jsonl", "curate", curate("data.path={inp}/mixed"), r"invalid_json", exit=0,
          drops={"invalid_json": 1}, source_file="half.jsonl"),  # the JSON Lines half is read (format auto)
+    Case("corpus_in_other_languages_dropped", "curate", curate("data.path={inp}/languages.jsonl", "data.language=drop"),
+         r"outside_language", exit=0, drops={"outside_language": 5}, source_file="languages.jsonl",
+         summary=r"language +5 \(38\.5%\) not English, the raters' language: dropped \(data\.language=drop\)"),
+    Case("corpus_in_other_languages_kept", "curate", curate("data.path={inp}/languages.jsonl"), r"kept +13 ", exit=0,
+         summary=r"language +5 \(38\.5%\) not English, the raters' language: kept \(data\.language=drop drops them\)"),
     Case("corpus_of_one_document", "curate", curate("data.path={inp}/one.parquet"), r"kept +1 ", exit=0),
     # kedro run
     Case("kedro_unknown_key", "kedro", kedro("ingest", "data.bogus=1"),
@@ -489,9 +504,11 @@ def _check_counted(case: Case, result: Result, root: Path, namespace: str) -> No
     assert result.exit == 0, f"exit {result.exit}\n{shown[-4000:]}"
     documents = pd.read_parquet(root / "data" / "02_intermediate" / namespace / "documents" / "shards")
     assert len(documents) >= 1
+    if case.summary is not None:
+        assert re.search(case.summary, result.stdout), result.stdout[-3000:]
     if not case.drops:  # nothing to drop: the summary counts what was kept
         assert re.search(case.expect, result.stdout), result.stdout[-3000:]
-        assert len(documents) == 1
+        assert len(documents) == (1 if case.summary is None else len(documents))
         return
     rejected = pd.read_parquet(root / "data" / "02_intermediate" / namespace / "rejected_documents" / "shards")
     counts = rejected["reason"].value_counts().to_dict()

@@ -34,7 +34,7 @@ def test_each_reason_counted_and_rejected_rows_kept_for_audit(corpus_sample):
     assert kept["text"].iloc[0] == real["text"]
     assert report.rows_read == 9 and report.rows_kept == 1
     assert report.dropped == {"invalid_json": 0, "missing_id": 1, "not_text": 0, "invalid_utf8": 2, "empty_text": 3,
-                              "too_long": 1, "duplicate_id": 1}
+                              "too_long": 1, "outside_language": 0, "duplicate_id": 1}
     assert sorted(rejected["reason"]) == sorted(
         ["empty_text"] * 3 + ["missing_id", "invalid_utf8", "invalid_utf8", "too_long", "duplicate_id"])
     assert set(rejected["source_file"]) == {"s0"}

@@ -39,6 +39,7 @@ class DataConfig:
     text_column: str = "text"  # text column (FineWeb/DCLM convention: "text")
     max_docs: Optional[int] = None  # keep at most this many valid documents (None = all)
     max_chars: Optional[int] = 1_000_000  # longer documents are dropped and counted (None = no limit)
+    language: str = "keep"  # documents outside the raters' language (English): keep | drop (both counted) | off
     keep_columns: list[str] = field(default_factory=lambda: ["source", "url", "quality_label", "extra"])
     engine: str = "local"  # local (worker processes on this machine) | ray (one Ray task per shard)
     workers: Optional[int] = None  # local: shards at once, one process each; None = the CPUs available; 1 = in the driver
@@ -55,6 +56,7 @@ class DataConfig:
         one_of("format", self.format, FORMATS)
         at_least("max_docs", self.max_docs, 1, optional=True)  # 0 would ingest nothing
         at_least("max_chars", self.max_chars, 1, optional=True)
+        one_of("language", self.language, ("keep", "drop", "off"))
         one_of("engine", self.engine, ("local", "ray"))
         at_least("workers", self.workers, 1, optional=True)
         at_least("dedup_buckets", self.dedup_buckets, 1)

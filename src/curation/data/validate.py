@@ -19,6 +19,10 @@ Reasons, in the order they are checked (a row gets the first that applies):
 ``empty_text``      text is null, empty, or only white space
 ``too_long``        more than ``max_chars`` characters (a 5 MB page of a bad
                     extraction would dominate token budgets and memory)
+``outside_language`` (``data.language=drop`` only) the text is not in the raters' language, English
+                    (:mod:`curation.data.language`: script, function words, accents). With the default
+                    ``keep`` such documents are kept and counted (``outside_language`` in the metrics
+                    and the summary); ``off`` skips the check
 ``duplicate_id``    an id already kept earlier in the stream (first one wins)
 
 An id that is a list, an array or a dict is not dropped but refused (:class:`~curation.errors.InvalidIdError`,
@@ -34,11 +38,14 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from curation.data.language import outside_language
 from curation.errors import InvalidIdError, UserError
 
 PARSE_ERROR = "_parse_error"  # set by curation.datasets.jsonl for lines that are not JSON objects
 LINE = "_line"  # set by curation.datasets.jsonl: the 1-based line of each row in its file
-REASONS = ("invalid_json", "missing_id", "not_text", "invalid_utf8", "empty_text", "too_long", "duplicate_id")
+REASONS = ("invalid_json", "missing_id", "not_text", "invalid_utf8", "empty_text", "too_long", "outside_language",
+           "duplicate_id")
+LANGUAGE = ("keep", "drop", "off")  # what ingest does with documents outside the raters' language
 
 
 class SchemaError(UserError, ValueError):
@@ -94,6 +101,7 @@ class ValidationConfig:
     text_column: str = "text"  # name of the text column in the input (FineWeb/DCLM: "text")
     max_chars: int | None = 1_000_000  # drop longer documents; None turns the rule off
     keep_columns: tuple[str, ...] = ("source", "url", "quality_label", "extra")  # optional columns carried over when present
+    language: str = "keep"  # documents outside the raters' language (English): keep (counted) | drop (counted) | off
 
 
 @dataclass
@@ -103,16 +111,18 @@ class ValidationReport:
     rows_read: int = 0
     rows_kept: int = 0
     dropped: dict[str, int] = field(default_factory=lambda: {r: 0 for r in REASONS})
+    outside_language: int = 0  # rows found outside the raters' language, kept or dropped (0 with language=off)
 
     def __add__(self, other: "ValidationReport") -> "ValidationReport":
         return ValidationReport(
             rows_read=self.rows_read + other.rows_read,
             rows_kept=self.rows_kept + other.rows_kept,
             dropped={r: self.dropped.get(r, 0) + other.dropped.get(r, 0) for r in REASONS},
+            outside_language=self.outside_language + other.outside_language,
         )
 
     def as_metrics(self) -> dict[str, int]:
-        out = {"rows_read": self.rows_read, "rows_kept": self.rows_kept}
+        out = {"rows_read": self.rows_read, "rows_kept": self.rows_kept, "outside_language": self.outside_language}
         out.update({f"dropped_{r}": n for r, n in self.dropped.items()})
         out["rows_dropped"] = sum(self.dropped.values())
         return out
@@ -227,7 +237,10 @@ def validate_documents(
             reason = "empty_text"
         elif config.max_chars is not None and len(text) > config.max_chars:
             reason = "too_long"
-        elif check_duplicates and doc_id in seen:
+        elif config.language != "off" and outside_language(text) is not None:
+            report.outside_language += 1
+            reason = "outside_language" if config.language == "drop" else None
+        if reason is None and check_duplicates and doc_id in seen:
             reason = "duplicate_id"
         if reason is None:
             if check_duplicates:

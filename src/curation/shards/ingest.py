@@ -290,6 +290,7 @@ def ingest_shards(
     reasons = ALL_REASONS if dedup is not None else REASONS
     metrics.update({f"dropped_{r}": int(total.get(f"dropped_{r}", 0)) for r in reasons})
     metrics["rows_dropped"] = sum(metrics[f"dropped_{r}"] for r in reasons)
+    metrics["outside_language"] = int(total.get("outside_language", 0))
     if dedup is not None:
         metrics.update({k: int(v) for k, v in total.items() if k.startswith(("contaminated_", "flagged_", "minhash_"))})
         metrics.update(lsh_counts)
@@ -359,7 +360,7 @@ def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_r
     """
     config = ValidationConfig(
         id_column=data["id_column"], text_column=data["text_column"], max_chars=data.get("max_chars"),
-        keep_columns=tuple(data.get("keep_columns") or ()),
+        keep_columns=tuple(data.get("keep_columns") or ()), language=str(data.get("language") or "keep"),
     )
     engine = engine_from_data(data)
     if engine.engine == "local" and str(data.get("path", "")).startswith("memory://"):
@@ -391,6 +392,7 @@ _FIX = {
     "empty_text": "data.text_column names the text column",
     "not_text": "data.text_column names a column of strings (not JSON objects, arrays or numbers)",
     "too_long": "data.max_chars (default 1,000,000 characters) fits the documents",
+    "outside_language": "the corpus is in English, the raters' language (data.language=keep keeps the others)",
     "invalid_json": "the files are JSON Lines (one JSON object per line; data.format forces a format)",
     "invalid_utf8": "the text is UTF-8",
     "duplicate_id": "the ids are unique",

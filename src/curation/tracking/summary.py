@@ -158,6 +158,12 @@ def _ingest(m: dict[str, float], stats: dict[str, float]) -> Section:
     reasons = {k[len("dropped_"):]: v for k, v in m.items() if k.startswith("dropped_") and v}
     dropped = ", ".join(f"{reason} {_num(n)}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
     section.rows.append(("dropped", f"{_num(m.get('rows_dropped', 0))}" + (f" ({dropped})" if dropped else "")))
+    outside = m.get("outside_language", 0)
+    if outside:
+        # the raters were built on English: their scores on other languages are numbers without meaning
+        what = ("dropped (data.language=drop)" if m.get("dropped_outside_language") else
+                "kept (data.language=drop drops them)")
+        section.rows.append(("language", f"{_share(outside, read)} not English, the raters' language: {what}"))
     if "sources" in stats:
         section.rows.append(("sources", f"{_num(stats['sources'])}, {_num(stats.get('words_total'))} words"))
     return section
