@@ -24,7 +24,8 @@ from typing import Any
 import click
 from kedro.framework.cli.project import run as kedro_run
 
-from curation.errors import VERBOSE_ENV, KnownFailureFilter, format_failure, user_message, verbose
+from curation.errors import (VERBOSE_ENV, KnownFailureFilter, format_failure, format_unexpected, user_message, verbose,
+                             write_trace)
 
 PROG = "kedro run"
 
@@ -78,7 +79,12 @@ def run(ctx: click.Context, **kwargs: Any) -> Any:
             locks.release_all()
     except Exception as err:
         message = user_message(err)
-        if message is None or verbose():
+        if verbose():
             raise
+        if isinstance(err, (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort)):
+            raise  # click's own usage errors and exits: click prints them
+        if message is None:  # not a known failure: one line and the file that holds the trace
+            print(format_unexpected(err, write_trace(err, root, PROG), PROG), file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
         print(format_failure(message, PROG), file=sys.stderr, flush=True)
         raise SystemExit(2) from None

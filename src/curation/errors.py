@@ -128,6 +128,35 @@ def format_failure(message: str, prog: str = "curate") -> str:
             f"(the full trace: run again with HYDRA_FULL_ERROR=1 or {prog} --verbose)")
 
 
+TRACE_DIR = "logs"  # under the project root: the traces of unexpected failures (git-ignored)
+
+
+def write_trace(err: BaseException, root: "os.PathLike[str] | str", prog: str = "curate") -> str:
+    """Write ``err``'s full trace (with its chain of causes) to ``<root>/logs/<prog>-<time>-<pid>.trace``
+    and return the path; the path of the console instead when the file cannot be written."""
+    import time
+    import traceback
+    from pathlib import Path
+
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    path = Path(root) / TRACE_DIR / f"{prog.replace(' ', '-')}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.trace"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{' '.join(sys.argv)}\n\n{text}")
+    except OSError:
+        sys.stderr.write(text)
+        return "(the console above: the log folder could not be written)"
+    return str(path)
+
+
+def format_unexpected(err: BaseException, trace: str, prog: str = "curate") -> str:
+    """The one line printed for a failure the project cannot explain (a bug, or a failure no check foresaw),
+    with the file that holds its trace."""
+    first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+    return (f"{prog}: unexpected error: {type(err).__name__}{': ' + first[:300] if first else ''} "
+            f"(the full trace is in {trace}; please report it with that file)")
+
+
 class KnownFailureFilter(logging.Filter):
     """Drops Kedro's log records about a failing node ("Node ... failed with error: <message>", "No
     nodes ran ...") while a known failure is being handled: ``curate`` prints that message once,

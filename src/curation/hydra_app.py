@@ -128,7 +128,7 @@ def _task(cfg: DictConfig) -> None:
     from hydra.types import RunMode
 
     from curation import namespace_lock as locks
-    from curation.errors import format_failure, user_message, verbose
+    from curation.errors import format_failure, format_unexpected, user_message, verbose, write_trace
     from curation.shards.work import run_tempdir
 
     _die_with_curate()
@@ -143,8 +143,14 @@ def _task(cfg: DictConfig) -> None:
             run_kedro(params)
     except Exception as err:
         message = user_message(err)
-        if message is None or verbose():
+        if verbose():
             raise
+        if message is None:
+            if HydraConfig.get().mode == RunMode.MULTIRUN:
+                raise  # Hydra reports which job failed, with its trace
+            # Not a known failure: one line and the file that holds the trace, not 80-160 lines of frames.
+            print(format_unexpected(err, write_trace(err, project_root())), file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             # Hydra reports the failed job (and ends the sweep); the message, without the frames that hide it.
             raise type(err)(message).with_traceback(None) if _plain(err) else RuntimeError(message) from None

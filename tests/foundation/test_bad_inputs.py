@@ -121,7 +121,7 @@ class Case:
     exit: int = 2  # 0: counted handling
     drops: dict[str, int] = field(default_factory=dict)  # counted: reason -> rows in rejected_documents
     source_file: str | None = None  # counted: the file the drops name
-    setup: str | None = None  # held | full_disk | read_only
+    setup: str | None = None  # held | full_disk | read_only | bug (ingest's validation raises a RuntimeError)
     # refused by a check that needs the ingested corpus (its token counts): ingest's own outputs, complete and
     # reused by the next run, may be new in 02_intermediate; nothing else, and the earlier files stay as they were
     after_ingest: bool = False
@@ -265,6 +265,13 @@ CASES = [
          summary=r"language +5 \(38\.5%\) not English, the raters' language: dropped \(data\.language=drop\)"),
     Case("corpus_in_other_languages_kept", "curate", curate("data.path={inp}/languages.jsonl"), r"kept +13 ", exit=0,
          summary=r"language +5 \(38\.5%\) not English, the raters' language: kept \(data\.language=drop drops them\)"),
+    # a failure nothing foresaw (here a fault put into ingest's validation): one line and the file of its trace
+    Case("unexpected_failure", "curate", curate("data.path={inp}/good.parquet"),
+         r"^curate: unexpected error: RuntimeError: a fault no check foresaw \(the full trace is in (\S+\.trace); "
+         r"please report it with that file\)$", exit=1, setup="bug"),
+    Case("kedro_unexpected_failure", "kedro", kedro("ingest", "data.path={inp}/good.parquet"),
+         r"^kedro run: unexpected error: RuntimeError: a fault no check foresaw \(the full trace is in (\S+\.trace); ",
+         exit=1, setup="bug"),
     Case("corpus_of_one_document", "curate", curate("data.path={inp}/one.parquet"), r"kept +1 ", exit=0),
     # kedro run
     Case("kedro_unknown_key", "kedro", kedro("ingest", "data.bogus=1"),
@@ -437,7 +444,7 @@ def _mount_tmpfs(where: Path, read_only: bool) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_bad_input(case: Case, bench, tmp_path):
+def test_bad_input(case: Case, bench, tmp_path, monkeypatch):
     inputs, root = bench
     namespace = f"bad_{case.name}"[:60]
     argv = case.args(inputs, root)
@@ -455,6 +462,13 @@ def test_bad_input(case: Case, bench, tmp_path):
     env = {**os.environ, "CURATION_PROJECT_ROOT": str(root), "KEDRO_DISABLE_TELEMETRY": "true", "COLUMNS": "200"}
     env.pop("HYDRA_FULL_ERROR", None)
     holder = mounted = None
+    if case.setup == "bug":  # in this process: the case's forked process inherits it
+        import curation.shards.ingest
+
+        def fault(*args, **kwargs):
+            raise RuntimeError("a fault no check foresaw")
+
+        monkeypatch.setattr(curation.shards.ingest, "validate_documents", fault)
     try:
         if case.setup == "held":  # another run holds the namespace
             code = ("import sys, time\nfrom curation.namespace_lock import NamespaceLock\n"
@@ -485,6 +499,9 @@ def test_bad_input(case: Case, bench, tmp_path):
     matching = [line for line in result.stderr.splitlines() if re.search(case.expect, line)]
     assert matching, f"no line of stderr matches {case.expect!r}:\n{result.stderr[-4000:]}"
     assert len(matching[0]) < 700, matching[0]  # short: one line
+    if case.setup == "bug":  # the trace is where the line says, whole
+        trace = Path(re.search(case.expect, matching[0]).group(1)).read_text()
+        assert "Traceback" in trace and "a fault no check foresaw" in trace and "fault" in trace.splitlines()[-2]
     after = _snapshot(outputs)
     if case.after_ingest:
         ingested = root / "data" / "02_intermediate" / namespace
