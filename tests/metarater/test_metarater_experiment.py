@@ -92,3 +92,20 @@ def test_the_final_selection_keeps_the_token_budget_and_the_domain_mix(documents
     top = _config(keep_frac=0.5, selection_rule="top_frac")
     selected_top, _ = select_with_optimal_weights(weights, rater_scores, documents, validation_ids, top, tmp_path)
     assert len(selected_top) == round(0.5 * len(rater_scores))  # the global top-k stays an option
+
+
+def test_proxies_that_would_train_over_their_selection_more_than_once_are_refused_first(documents, scores,
+                                                                                         tmp_path, monkeypatch):
+    # issue #44: on a small corpus the defaults meant ~90 passes over each proxy's selection, for 64 proxies
+    from curation.metarater.experiment import ProxyBudgetError
+
+    cfg = _config(keep_frac=0.01, proxy={"max_tokens": 1_000_000, "batch_size": 4, "vocab_size": 512,
+                                         "tokenizer_docs": 200, "num_threads": 1})
+    rater_scores, validation_ids, _ = prepare_metarater_data(documents, scores, cfg)
+    weights = draw_proxy_weights(rater_scores, cfg)
+    monkeypatch.setattr(ProxyBench, "evaluate", lambda *a, **k: pytest.fail("a proxy trained"))
+    with pytest.raises(ProxyBudgetError, match=r"^metarater\.proxy\.max_tokens=1000000: each proxy trains on "
+                                               r"1,000,000 tokens, but its selection \(metarater\.keep_frac=0\.01 of "
+                                               r"the [\d,]+ candidates' [\d,]+ tokens\) holds about [\d,]+: [\d,.]+ "
+                                               r"passes over it, .*Fix: set metarater\.proxy\.max_tokens to at most"):
+        train_proxies(documents, rater_scores, validation_ids, weights, cfg, tmp_path)
