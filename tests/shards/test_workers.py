@@ -225,3 +225,19 @@ def test_document_statistics_on_the_engine_equal_the_in_driver_ones(tmp_path):
         after.to_parquet(b, index=False)
         assert a.read_bytes() == b.read_bytes()  # the saved document_stats, byte for byte
     assert before["category"].isna().sum() == 100 and len(before) == 300
+
+
+def test_a_ray_address_where_no_cluster_answers_is_one_line_naming_the_setting(tmp_path, monkeypatch):
+    # issue #44: `data.ray_address=auto` without a cluster printed Ray's own hint (its `--address` flag)
+    pytest.importorskip("ray")
+    from curation.errors import user_message
+    from curation.shards.executor import EngineConfig, RayClusterError, ray_session
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # where Ray looks for a cluster started on this machine: none
+    with pytest.raises(RayClusterError) as err:
+        with ray_session(EngineConfig(engine="ray", ray_address="auto")):
+            pytest.fail("connected")
+    message = user_message(err.value)
+    assert message.startswith("data.ray_address='auto': no Ray cluster answered there (ConnectionError: ")
+    assert "Fix: start one (`ray start --head` on the head node)" in message and "\n" not in message

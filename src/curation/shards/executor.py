@@ -44,6 +44,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from curation.errors import UserError
 from curation.shards.store import ShardWriter
 
 log = logging.getLogger(__name__)
@@ -326,6 +327,18 @@ def _run_pool(fn, pending: Sequence[ShardTask], outputs, engine: EngineConfig, d
             raise
 
 
+class RayClusterError(UserError, ConnectionError):
+    """``data.ray_address`` names a Ray cluster that does not answer."""
+
+    def __init__(self, address: str, err: BaseException) -> None:
+        said = " ".join(str(err).split())[:200]
+        super().__init__(
+            f"data.ray_address={address!r}: no Ray cluster answered there ({type(err).__name__}: {said}). Fix: start "
+            f"one (`ray start --head` on the head node) or point data.ray_address at a running cluster (host:6379 or "
+            f"ray://host:10001); data.ray_address=null starts a local Ray instance on this machine, data.engine=local "
+            f"needs no Ray")
+
+
 @contextmanager
 def ray_session(engine: EngineConfig):
     """Ray, connected to ``engine.ray_address`` (a local instance when None) unless already up; a
@@ -344,8 +357,13 @@ def ray_session(engine: EngineConfig):
             # ends, also when it is killed during Ray's start-up (curation.processes.Reaper).
             reaper = Reaper() if engine.ray_address is None else None
             with reaper.mark() if reaper is not None else nullcontext():
-                ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False)
+                try:
+                    ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
+                             configure_logging=False)
+                except (ConnectionError, TimeoutError, RuntimeError) as err:
+                    if engine.ray_address is None:
+                        raise
+                    raise RayClusterError(engine.ray_address, err) from err
             started_here = True
         yield ray
     finally:
