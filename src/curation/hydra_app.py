@@ -343,6 +343,12 @@ def sweep_error(argv: list[str], conf: Path) -> str | None:
             jobs = [job for batch in batches for job in batch]
             if len(jobs) > SWEEP_CHECK_LIMIT:
                 return None
+            # a job is named by the values that differ from job to job
+            values: dict[str, set[str]] = {}
+            for job in jobs:
+                for override in job:
+                    values.setdefault(override.split("=", 1)[0], set()).add(override)
+            swept = {key for key, seen in values.items() if len(seen) > 1}
             for number, job in enumerate(jobs):
                 try:
                     cfg = compose(config_name="config", overrides=list(job))
@@ -351,7 +357,8 @@ def sweep_error(argv: list[str], conf: Path) -> str | None:
                     message = composition_message(err) or user_message(err)
                     if message is None:
                         raise
-                    return (f"sweep job #{number} of {len(jobs)} ({' '.join(job)}): {message} "
+                    named = [o for o in job if o.split("=", 1)[0] in swept] or job
+                    return (f"sweep job #{number} of {len(jobs)} ({' '.join(named)}): {message} "
                             f"(checked before any job ran: nothing ran)")
     finally:
         GlobalHydra.instance().clear()

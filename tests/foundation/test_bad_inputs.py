@@ -126,6 +126,7 @@ class Case:
     # reused by the next run, may be new in 02_intermediate; nothing else, and the earlier files stay as they were
     after_ingest: bool = False
     summary: str | None = None  # counted: a line the run's summary must print
+    env: dict[str, str] = field(default_factory=dict)  # more environment ({tmp}: the case's own temporary folder)
 
 
 # the cheapest run that reads the corpus: ingest alone, in the driver, without MLflow and the text dedup
@@ -230,8 +231,20 @@ CASES = [
          r"least", after_ingest=True),
     Case("sweep_with_one_invalid_value", "curate",
          curate("data.path={inp}/good.parquet", "-m", "pruning.threshold=3,nan"),
-         r"sweep job #1 of 2 \(.*pruning\.threshold=nan.*\): pruning\.threshold=nan: must be a finite number "
+         r"sweep job #1 of 2 \(pruning\.threshold=nan\): pruning\.threshold=nan: must be a finite number "
          r"\(checked before any job ran: nothing ran\)"),
+    Case("sweep_with_one_value_of_the_wrong_type", "curate",
+         curate("data.path={inp}/good.parquet", "-m", "data.max_docs=5,many"),
+         r"sweep job #1 of 2 \(data\.max_docs=many\): Error merging override data\.max_docs=many: Value 'many' of type 'str' "
+         r"could not be converted to Integer\. Fix: give the key a value of its type"),
+    Case("language_mode_unknown", "curate", curate("data.path={inp}/good.parquet", "data.language=fr"),
+         r"data\.language='fr': must be one of 'keep', 'drop', 'off'"),
+    Case("kedro_language_mode_unknown", "kedro", kedro("ingest", "data.language=fr"),
+         r"data\.language='fr': must be one of 'keep', 'drop', 'off'"),
+    Case("ray_address_where_no_cluster_answers", "curate",
+         curate("data.path={inp}/good.parquet", "data.engine=ray", "data.ray_address=auto"),
+         r"data\.ray_address='auto': no Ray cluster answered there \(ConnectionError: .*\)\. Fix: start one "
+         r"\(`ray start --head` on the head node\)", env={"RAY_TMPDIR": "{tmp}", "RAY_ADDRESS": ""}),
     Case("namespace_outside_data", "curate", curate("data.path={inp}/good.parquet", "run.namespace=../../escape"),
          r"run\.namespace='\.\./\.\./escape': must be a folder name inside each data layer"),
     # curate: the namespace and the disk
@@ -461,6 +474,11 @@ def test_bad_input(case: Case, bench, tmp_path, monkeypatch):
     before = _snapshot(outputs)
     env = {**os.environ, "CURATION_PROJECT_ROOT": str(root), "KEDRO_DISABLE_TELEMETRY": "true", "COLUMNS": "200"}
     env.pop("HYDRA_FULL_ERROR", None)
+    for key, value in case.env.items():
+        if value:
+            env[key] = value.format(tmp=tmp_path)
+        else:
+            env.pop(key, None)
     holder = mounted = None
     if case.setup == "bug":  # in this process: the case's forked process inherits it
         import curation.shards.ingest
