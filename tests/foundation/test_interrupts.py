@@ -82,9 +82,11 @@ def test_the_next_run_closes_the_mlflow_run_of_a_killed_one(project):
 
 
 def test_a_sweep_whose_job_fails_closes_its_parent_run_failed(project):
-    done = subprocess.run([str(BIN / "curate"), "-m", "pipeline=ingest", f"data.path={CORPUS_DIR}",
-                           "data.max_docs=5,-3"], cwd=project, env=_env(project), capture_output=True, text=True,
-                          timeout=300)
+    # the second job's data.path does not exist: found when that job reads it (a value out of range, such as
+    # data.max_docs=-3, is refused before any job runs: test_bad_inputs.py, sweep cases)
+    done = subprocess.run([str(BIN / "curate"), "-m", "pipeline=ingest", "data.max_docs=5",
+                           f"data.path={CORPUS_DIR},{project / 'nowhere.parquet'}"], cwd=project, env=_env(project),
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     db = project / "mlruns" / "mlflow.db"
     with sqlite3.connect(db) as con:

@@ -138,3 +138,27 @@ def test_ray_engine_writes_the_same_shards_as_the_local_engine(twelve_shards, tm
     assert [s.digest for s in on_ray.documents.manifest.shards] == [s.digest for s in local.documents.manifest.shards]
     assert on_ray.rejected.fingerprint == local.rejected.fingerprint
     assert on_ray.metrics == local.metrics
+
+
+def test_shards_from_files_with_different_columns_share_one_schema(tmp_path):
+    # issue #44: parquet with source/url/extra beside JSON Lines with id and text only made shards of two schemas;
+    # reading the documents as one dataset then failed (ArrowInvalid: No match for FieldRef.Name(source))
+    import pyarrow.dataset as ds
+
+    from curation.data.stats import document_statistics_shards
+    from tests.conftest import CORPUS_SHARDS
+
+    corpus = pd.read_parquet(CORPUS_SHARDS[0]).head(20)
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    corpus.head(10).to_parquet(folder / "a.parquet")
+    (folder / "b.jsonl").write_text("".join(json.dumps({"id": r.id, "text": r.text}) + "\n"
+                                            for r in corpus.iloc[10:].itertuples()))
+    result = ingest_shards(tasks(folder), CONFIG, work_dir=tmp_path / "w")
+    schemas = [ds.dataset(str(path)).schema for path in sorted(result.documents.root.glob("shards/*.parquet"))]
+    assert len(schemas) == 2 and schemas[0].names == schemas[1].names
+    assert {"source", "url", "category"} <= set(schemas[0].names)
+    documents = result.documents.to_frame()
+    assert documents["source"].notna().sum() == 10 and documents["source"].isna().sum() == 10
+    stats = document_statistics_shards(result.documents)
+    assert len(stats) == 20 and (stats["source"] == "unknown").sum() == 10

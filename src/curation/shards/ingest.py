@@ -124,9 +124,26 @@ def _as_frame(drops: np.ndarray | pd.DataFrame | None) -> pd.DataFrame:
     return pd.DataFrame({"row": rows, "reason": "duplicate_id", "duplicate_of": None})
 
 
+def _one_schema(work: Path, names: Sequence[str]) -> tuple[dict[str, Any], set[str]]:
+    """The columns of every validated shard (name -> arrow type, first seen wins) and the shards that lack
+    one. A folder of parquet files with a ``source`` column and JSON Lines without one made shards of two
+    schemas: reading the documents as one dataset then failed (``No match for FieldRef.Name(source)``)."""
+    import pyarrow.parquet as pq
+
+    validated = ShardWriter(work / "validated")
+    schemas = {n: pq.read_schema(validated.shard_path(n)) for n in names}
+    columns: dict[str, Any] = {}
+    for schema in schemas.values():
+        for field_ in schema:
+            if not field_.name.startswith("__"):
+                columns.setdefault(field_.name, field_.type)
+    lacking = {n for n, schema in schemas.items() if set(columns) - set(schema.names)}
+    return columns, lacking
+
+
 def _finish_shard(loaded: tuple[pd.DataFrame, np.ndarray, pd.DataFrame], name: str, *,
                   drops: dict[str, np.ndarray | pd.DataFrame], limits: dict[str, int], source: dict[str, str],
-                  pass1: dict[str, dict]) -> ShardResult:
+                  pass1: dict[str, dict], columns: dict[str, Any] | None = None) -> ShardResult:
     kept, rows, rejected = loaded
     # (row, line) pairs; a 1-d array is a work folder from before lines were kept
     lines = rows[:, 1] if rows.ndim == 2 else np.full(len(rows), -1)
@@ -150,6 +167,9 @@ def _finish_shard(loaded: tuple[pd.DataFrame, np.ndarray, pd.DataFrame], name: s
     rejected = pd.concat([rejected, dup_rejected], ignore_index=True).sort_values("_row", kind="stable")
     stats, keep = _final_stats(pass1[name], drop["reason"].value_counts().to_dict(), len(kept), limits.get(name))
     documents = kept[~is_dup].iloc[:keep].reset_index(drop=True)
+    for column, arrow_type in (columns or {}).items():  # one schema for every shard: absent is null
+        if column not in documents.columns:
+            documents[column] = pd.Series([None] * len(documents), dtype=pd.ArrowDtype(arrow_type))
     return ShardResult({"documents": documents, "rejected": rejected.drop(columns="_row").reset_index(drop=True)},
                        stats)
 
@@ -269,9 +289,11 @@ def ingest_shards(
             total += n
     named_drops = {out_names[i]: rows for i, rows in drops.items() if i < used}
     pass1_stats = {out_names[i]: stats[i] for i in range(used)}
-    finish = partial(_finish_shard, drops=named_drops, limits=limits, source=source, pass1=pass1_stats)
+    columns, lacking = _one_schema(work, out_names[:used])
+    finish = partial(_finish_shard, drops=named_drops, limits=limits, source=source, pass1=pass1_stats,
+                     columns=columns)
     needs_rewrite = [n for n in out_names[:used]
-                     if n in named_drops or (n in limits and limits[n] < kept_counts[index[n]])]
+                     if n in named_drops or (n in limits and limits[n] < kept_counts[index[n]]) or n in lacking]
     for n in out_names[:used]:
         if n not in needs_rewrite:
             _adopt_shard(work, n, pass1_stats[n], limits.get(n))
