@@ -64,7 +64,7 @@ import sys
 from pathlib import Path
 
 from curation.embedding.static import build_static_model
-from curation.scoring.reference import build_configured_reference
+from curation.setup_raters import build_configured_reference
 
 reference = sorted(set(build_configured_reference(workers=2).values()))  # the heads build the embedder first
 print("[setup] reference raters:", *reference)

@@ -95,7 +95,7 @@ def quality(args) -> None:
     from curation.dedup.fuzzy import set_jaccard, shingle_sets
     from curation.dedup.synthetic import inject, vocabulary_of
     from curation.shards import ShardTask
-    from curation.shards.ingest import dedup_settings, ingest_shards
+    from curation.data.ingest import dedup_settings, ingest_shards
 
     originals = bundled()
     vocabulary = vocabulary_of(originals["text"].tolist())

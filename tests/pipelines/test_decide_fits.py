@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from curation.lm import parse_config
-from curation.lm.cells import FIT_MARGIN, TooSmallForBudget, check_fits
+from curation.decide.cells import FIT_MARGIN, TooSmallForBudget, check_fits
 from curation.pipelines.decide.pipeline import create_pipeline
 from tests.conftest import CORPUS_SHARDS
 

@@ -88,7 +88,7 @@ def test_decide_smoke_on_a_plain_corpus_writes_decisions_and_a_recommendation(pr
     # evaluation (a killed job re-run does the same; a half-trained model resumes from its checkpoint)
     from curation.config_loader import compose_config
     from curation.lm import parse_config
-    from curation.lm.cells import Frames, run_cells
+    from curation.decide.cells import Frames, run_cells
     from curation.reporting.decide import parse_decide
     from curation.shards import ShardedDataset
 

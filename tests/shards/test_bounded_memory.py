@@ -26,7 +26,7 @@ CHILD = textwrap.dedent("""
     from curation.data import ValidationConfig
     from curation.datasets import CorpusShardsDataset
     from curation.shards import ShardTask
-    from curation.shards.ingest import ingest_shards
+    from curation.data.ingest import ingest_shards
 
     raw = CorpusShardsDataset(path=sys.argv[1]).load()
     result = ingest_shards([ShardTask(k, v) for k, v in raw.items()], ValidationConfig(), work_dir=sys.argv[2])

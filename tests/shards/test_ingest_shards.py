@@ -15,7 +15,7 @@ import pytest
 from curation.data import ValidationReport, validate_documents
 from curation.datasets import CorpusShardsDataset
 from curation.shards import EngineConfig, ShardTask
-from curation.shards.ingest import category, ingest_shards
+from curation.data.ingest import category, ingest_shards
 
 from tests.shards.conftest import CONFIG
 
@@ -87,7 +87,7 @@ KILLER = textwrap.dedent("""
     from pathlib import Path
     from curation.datasets import CorpusShardsDataset
     from curation.shards import ShardTask, store
-    from curation.shards.ingest import ingest_shards
+    from curation.data.ingest import ingest_shards
     from curation.data import ValidationConfig
 
     original = store.ShardWriter.mark_complete

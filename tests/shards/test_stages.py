@@ -6,7 +6,7 @@ import pandas as pd
 
 from curation.scoring.redpajama import RedPajamaSignals
 from curation.shards import ShardedDataset, ShardTask, ShardWriter, run_shards, shard_names
-from curation.shards.stages import signals_shard
+from curation.scoring.stages import signals_shard
 
 from tests.shards.conftest import CORPUS
 

@@ -17,9 +17,9 @@ from curation.data.config import DataConfig
 from curation.datasets import CorpusShardsDataset
 from curation.shards import EngineConfig, ShardResult, ShardTask, ShardWriter, run_shards, shard_names
 from curation.shards.executor import cpus_available, engine_from_data
-from curation.shards.ingest import ingest_shards
-from curation.shards.stages import signals_shard
-from curation.shards.textdedup import DedupSettings
+from curation.data.ingest import ingest_shards
+from curation.scoring.stages import signals_shard
+from curation.data.textdedup import DedupSettings
 
 from tests.shards.conftest import CONFIG, CORPUS
 

@@ -1,5 +1,8 @@
 """Document ingestion core: validation with counted drops, and document statistics.
 
+:mod:`.ingest` runs validation, language screening, decontamination and deduplication on shards
+(:mod:`.textdedup` holds the text passes; the algorithms are in :mod:`curation.dedup`).
+
 Plain pandas; no Kedro, MLflow or Hydra imports.
 """
 

@@ -1,7 +1,7 @@
 """Decide nodes (issue #38): every candidate selection at one token budget -> K seeds of a small LM per
 (candidate, model size) -> the decisions table, heat map and recommendation.
 
-The cells are :func:`curation.lm.cells.run_cells` (one process, each cell cached by content, so a killed
+The cells are :func:`curation.decide.cells.run_cells` (one process, each cell cached by content, so a killed
 ``curate experiment=decide`` re-run recomputes only the unfinished cells); each finished cell is an MLflow
 child run of the job's run. The report is :func:`curation.reporting.decide.build_report`.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from curation.lm import parse_config
-from curation.lm.cells import Frames, progress_printer, run_cells
+from curation.decide.cells import Frames, progress_printer, run_cells
 from curation.reporting.decide import DECISION_METRICS, build_report, parse_decide
 from curation.reporting.decide_items import items_frame, items_from_frame
 
@@ -29,7 +29,7 @@ def check_decide_fits(documents: pd.DataFrame, decide: dict[str, Any], budget: d
                       pretrain: dict[str, Any], cache: dict[str, Any], run: dict[str, Any]) -> dict[str, float]:
     """Right after ingest, before scoring and any selection: every candidate will hold the top rung's training
     tokens (<= 1 epoch), or the job stops here in one line naming the numbers and the settings that work."""
-    from curation.lm.cells import check_fits
+    from curation.decide.cells import check_fits
 
     cfg = parse_decide(decide)
     return check_fits(documents, budget, parse_config(pretrain), cfg.rungs, cache, seed=int(run["seed"]))

@@ -15,7 +15,7 @@ from curation.data.stats import document_statistics_shards
 from curation.paths import project_root
 from curation.reporting.plots import plot_document_stats
 from curation.shards import ShardedDataset
-from curation.shards.ingest import dedup_settings, ingest_corpus
+from curation.data.ingest import dedup_settings, ingest_corpus
 from curation.shards.work import engine_of
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ def ingest_documents(
     raw_documents: dict[str, Callable[[], pd.DataFrame]], data: dict[str, Any], run: dict[str, Any] | None = None,
     evaluation: dict[str, Any] | None = None,
 ) -> tuple[ShardedDataset, ShardedDataset, dict[str, float]]:
-    """Validate, decontaminate and deduplicate the shards (:func:`curation.shards.ingest.ingest_corpus`);
+    """Validate, decontaminate and deduplicate the shards (:func:`curation.data.ingest.ingest_corpus`);
     return ``documents`` and ``rejected_documents`` as sharded datasets (one output shard per input shard;
     ``documents``: ``id, text`` + kept optional columns + ``category``; ``rejected``: ``id, reason,
     source_file, row, line, duplicate_of, task``) and ``ingest_metrics`` (rows read/kept, dropped per

@@ -424,33 +424,12 @@ def _ensure(spec: Mapping[str, Any], build, root: Path) -> Path:
     return ensure_artifact(spec, build, root)
 
 
-def build_configured_reference(overrides: list[str] | None = None, workers: int = 1) -> dict[str, str]:
-    """Build (or find) the reference raters of the composed config (``conf/`` + Hydra ``overrides``):
-    what ``scripts/setup.sh`` runs so that the first ``curate`` does not pay for them. Returns
-    rater -> artifact folder. ``workers`` > 1: the slowest fastText raters (Ultra-FineWeb first) are trained in ``workers - 1``
-    worker processes while this one builds the Edu / Wiki heads (and the embedder they need), DSIR and any
-    fastText rater left: the same artifacts (each is made from its own spec, never from another's), built
-    side by side."""
-    from curation.config_loader import compose_config
-    from curation.paths import project_root
-    from curation.scoring.config import scoring_config_from_dict
-
-    composed = compose_config(project_root() / "conf", list(overrides or []))
-    cfg = scoring_config_from_dict(composed["scoring"])
-    if cfg.training.source != "reference":
-        return {}
-    if workers > 1:
-        _build_side_by_side(cfg, composed["embedding"], workers)
-    reference = ensure_reference(cfg, composed["embedding"])
-    return {name: str(folder) for name, folder in reference.folders.items()}
-
-
 def _build_fasttext_artifact(name: str, cfg: "ScoringConfig", root: str) -> str:
     """In a worker process: the reference fastText rater ``name`` (built if absent)."""
     return str(_ensure(fasttext_spec(name, cfg), lambda out: _build_fasttext(name, cfg, out), Path(root)))
 
 
-def _build_side_by_side(cfg: "ScoringConfig", embedding: Any, workers: int) -> None:
+def build_side_by_side(cfg: "ScoringConfig", embedding: Any, workers: int) -> None:
     """The slowest fastText raters in ``workers - 1`` spawned processes (they die with this one), the rest here.
 
     This process is one of the ``workers``: on 2 cores the Ultra-FineWeb rater (~235 s alone, ~150 s of it

@@ -6,8 +6,10 @@
 * :mod:`~curation.shards.executor`: run a plain per-shard function locally (one shard at a
   time) or as Ray tasks, with completion markers and resume.
 * :mod:`~curation.shards.dedup`: duplicate ids across shards by a hash-partitioned pass.
-* :mod:`~curation.shards.ingest`: ingest validation on shards.
 * :mod:`~curation.shards.lineage`: refuse inputs that do not belong together.
+
+The stages that run on shards live with their jobs (:mod:`curation.data.ingest`,
+:mod:`curation.scoring.sharded`, :mod:`curation.embedding.sharded`): this package is the floor they stand on.
 """
 
 from curation.shards.executor import EngineConfig, ShardResult, ShardTask, run_shards, sum_stats

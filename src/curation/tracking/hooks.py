@@ -35,7 +35,7 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
-from curation.config_loader import COMPOSED_KEY
+from curation.configuration import COMPOSED_KEY
 from curation.paths import project_root
 from curation.tracking.naming import overrides_from, run_name
 from curation.tracking.store import params_for_mlflow, parent_run_from_env, setup_experiment

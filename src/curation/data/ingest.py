@@ -36,7 +36,7 @@ from curation.shards.dedup import find_duplicates, partition_ids
 from curation.shards.executor import EngineConfig, ShardResult, ShardTask, engine_from_data, run_shards, sum_stats
 from curation.shards.manifest import Manifest
 from curation.shards.store import ShardedDataset, ShardWriter, shard_names
-from curation.shards.textdedup import DEDUP_REASONS, DedupSettings, find_text_drops, pass1 as dedup_pass1
+from curation.data.textdedup import DEDUP_REASONS, DedupSettings, find_text_drops, pass1 as dedup_pass1
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def ingest_shards(
     """Validate ``tasks`` (one per input shard, in stream order; ``task.name`` is the source file
     named in ``rejected.source_file``) into ``<work_dir>/documents`` and ``<work_dir>/rejected``.
 
-    ``dedup``: also decontaminate and drop exact and near-duplicate texts (:mod:`curation.shards.textdedup`);
+    ``dedup``: also decontaminate and drop exact and near-duplicate texts (:mod:`curation.data.textdedup`);
     None = validation and duplicate ids only. Re-running with the same ``work_dir`` skips every finished
     shard of every step.
     """

@@ -1,5 +1,5 @@
 """Exact dedup, MinHash near-dedup and benchmark decontamination inside the sharded ingest
-(:mod:`curation.shards.ingest`); the algorithms are in :mod:`curation.dedup`.
+(:mod:`curation.data.ingest`); the algorithms are in :mod:`curation.dedup`.
 
 Per shard, in the validate pass, on the rows that passed validation:
 
