@@ -7,7 +7,8 @@
   loaded; :mod:`curation.namespace_lock`);
 * a known failure (bad input or config, a busy namespace, missing inputs, a full disk:
   :func:`curation.errors.user_message`) ends with one ``kedro run: error: ...`` line and exit status 2;
-  the full trace with ``kedro run --verbose`` or ``HYDRA_FULL_ERROR=1``. Other failures keep their trace.
+  the full trace with ``kedro run --verbose`` or ``HYDRA_FULL_ERROR=1``. Any other failure ends with one line
+  naming the file under ``logs/`` that holds its trace, and exit status 1 (:func:`curation.errors.exit_on_failure`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from typing import Any
 import click
 from kedro.framework.cli.project import run as kedro_run
 
-from curation.errors import (VERBOSE_ENV, KnownFailureFilter, format_failure, format_unexpected, user_message, verbose,
-                             write_trace)
+from curation.errors import VERBOSE_ENV, KnownFailureFilter, exit_on_failure, verbose
 
 PROG = "kedro run"
 
@@ -78,13 +78,7 @@ def run(ctx: click.Context, **kwargs: Any) -> Any:
         finally:
             locks.release_all()
     except Exception as err:
-        message = user_message(err)
-        if verbose():
-            raise
-        if isinstance(err, (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort)):
-            raise  # click's own usage errors and exits: click prints them
-        if message is None:  # not a known failure: one line and the file that holds the trace
-            print(format_unexpected(err, write_trace(err, root, PROG), PROG), file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
-        print(format_failure(message, PROG), file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
+        if verbose() or isinstance(err, (click.exceptions.ClickException, click.exceptions.Exit,
+                                         click.exceptions.Abort)):
+            raise  # a full trace asked for; click's own usage errors and exits (click prints them)
+        exit_on_failure(err, root, PROG)

@@ -19,7 +19,7 @@ import errno
 import logging
 import os
 import sys
-from typing import Iterator
+from typing import Iterator, NoReturn
 
 VERBOSE_ENV = "HYDRA_FULL_ERROR"  # Hydra's own switch for full traces; `curate --verbose` sets it
 
@@ -155,6 +155,18 @@ def format_unexpected(err: BaseException, trace: str, prog: str = "curate") -> s
     first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
     return (f"{prog}: unexpected error: {type(err).__name__}{': ' + first[:300] if first else ''} "
             f"(the full trace is in {trace}; please report it with that file)")
+
+
+def exit_on_failure(err: BaseException, root: "os.PathLike[str] | str", prog: str = "curate") -> "NoReturn":
+    """End a command on ``err``, as ``curate`` and ``kedro run`` both do: a known failure as one line
+    (:func:`format_failure`, exit status 2), any other as one line naming the file that holds its trace
+    (:func:`format_unexpected`, exit status 1)."""
+    message = user_message(err)
+    if message is None:
+        print(format_unexpected(err, write_trace(err, root, prog), prog), file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    print(format_failure(message, prog), file=sys.stderr, flush=True)
+    raise SystemExit(2) from None
 
 
 class KnownFailureFilter(logging.Filter):

@@ -19,7 +19,8 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -128,7 +129,7 @@ def _task(cfg: DictConfig) -> None:
     from hydra.types import RunMode
 
     from curation import namespace_lock as locks
-    from curation.errors import format_failure, format_unexpected, user_message, verbose, write_trace
+    from curation.errors import exit_on_failure, user_message, verbose
     from curation.shards.work import run_tempdir
 
     _die_with_curate()
@@ -142,23 +143,18 @@ def _task(cfg: DictConfig) -> None:
                 run_tempdir(root, run["namespace"]):
             run_kedro(params)
     except Exception as err:
-        message = user_message(err)
         if verbose():
             raise
-        if message is None:
-            if HydraConfig.get().mode == RunMode.MULTIRUN:
-                raise  # Hydra reports which job failed, with its trace
-            # Not a known failure: one line and the file that holds the trace, not 80-160 lines of frames.
-            print(format_unexpected(err, write_trace(err, project_root())), file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
+        message = user_message(err)
         if HydraConfig.get().mode == RunMode.MULTIRUN:
+            if message is None:
+                raise  # Hydra reports which job failed, with its trace
             # Hydra reports the failed job (and ends the sweep); the message, without the frames that hide it.
             raise type(err)(message).with_traceback(None) if _plain(err) else RuntimeError(message) from None
-        # A known failure (bad input or config, a busy namespace, a full disk): its message names the file,
-        # row or key and the fix; the 80-160 lines of Kedro and Hydra frames would only bury it.
-        print(format_failure(message), file=sys.stderr, flush=True)
-        log.debug("known failure", exc_info=err)
-        raise SystemExit(2) from None
+        # A known failure (bad input or config, a busy namespace, a full disk) is one line naming the file, row or
+        # key and the fix; any other is one line and the file that holds its trace, not 80-160 lines of frames.
+        log.debug("failure", exc_info=err)
+        exit_on_failure(err, project_root())
 
 
 MAIN_PID_ENV = "CURATION_MAIN_PID"
@@ -245,6 +241,21 @@ def _drop_placeholders(added: list[tuple[str, str]]) -> None:
         repo.get(group, {}).pop(file, None)
 
 
+@contextmanager
+def _composing(conf: Path) -> Iterator[None]:
+    """Hydra's compose API on the config folder ``conf``, its global state cleared before and after (the
+    application that runs next initialises it again)."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
+            yield
+    finally:
+        GlobalHydra.instance().clear()
+
+
 def namespace_from_config(argv: list[str], root: Path, conf: Path | None = None) -> tuple[str, bool] | None:
     """``(run.namespace, run.wait_for_lock)`` of a plain ``curate`` call (no sweep, no option) whose namespace
     the command line alone does not tell (``experiment=...``, ``run=...``, an interpolation), from the config
@@ -253,17 +264,14 @@ def namespace_from_config(argv: list[str], root: Path, conf: Path | None = None)
     composition then reports why). ``conf``: the config folder (default ``<root>/conf``)."""
     if any(arg.startswith("-") for arg in argv):
         return None  # -m (every sweep job has its own namespace), --cfg, --help, ...
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from hydra import compose
     from omegaconf import OmegaConf
 
     conf = Path(conf) if conf is not None else root / "conf"
     added: list[tuple[str, str]] = []
     try:
         added = _placeholder_schemas(conf)
-        if GlobalHydra.instance().is_initialized():
-            GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
+        with _composing(conf):
             cfg = compose(config_name="config", overrides=list(argv), return_hydra_config=True)
         if str(OmegaConf.select(cfg, "hydra.mode", default="")).upper().endswith("MULTIRUN"):
             return None  # an experiment that is a sweep (hydra.mode: MULTIRUN): its jobs have namespaces of their own
@@ -272,7 +280,6 @@ def namespace_from_config(argv: list[str], root: Path, conf: Path | None = None)
     except Exception:
         return None
     finally:
-        GlobalHydra.instance().clear()
         _drop_placeholders(added)
     return (str(namespace), bool(wait)) if namespace else None
 
@@ -287,19 +294,15 @@ def composition_error(argv: list[str], conf: Path) -> str | None:
     are left to Hydra."""
     if any(arg.startswith("-") for arg in argv):
         return None
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from hydra import compose
 
     from curation.errors import composition_message
 
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
+        with _composing(conf):
             compose(config_name="config", overrides=list(argv), return_hydra_config=True)
     except Exception as err:
         return composition_message(err)
-    finally:
-        GlobalHydra.instance().clear()
     return None
 
 
@@ -318,50 +321,45 @@ def sweep_error(argv: list[str], conf: Path) -> str | None:
         return None
     if any(arg.startswith("-") and arg not in ("-m", "--multirun") for arg in argv):
         return None  # --cfg, --help, ...: Hydra's own
-    from hydra import compose, initialize_config_dir
+    from hydra import compose
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from curation.config_schema import validate_config
     from curation.errors import composition_message, user_message
 
     overrides = [arg for arg in argv if not arg.startswith("-")]
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
-            parser = OverridesParser.create()
+    with _composing(conf):
+        parser = OverridesParser.create()
+        try:
+            # The config's own sweep (an experiment with hydra.sweeper.params), then the command line's.
+            base = compose(config_name="config", overrides=[o for o in overrides if "," not in o],
+                           return_hydra_config=True)
+            params = OmegaConf.select(base, "hydra.sweeper.params", default=None) or {}
+            arguments = [f"{k}={v}" for k, v in params.items()] + overrides
+            batches = BasicSweeper.split_arguments(parser.parse_overrides(overrides=arguments), None)
+        except Exception as err:
+            return composition_message(err) or user_message(err)
+        jobs = [job for batch in batches for job in batch]
+        if len(jobs) > SWEEP_CHECK_LIMIT:
+            return None
+        # a job is named by the values that differ from job to job
+        values: dict[str, set[str]] = {}
+        for job in jobs:
+            for override in job:
+                values.setdefault(override.split("=", 1)[0], set()).add(override)
+        swept = {key for key, seen in values.items() if len(seen) > 1}
+        for number, job in enumerate(jobs):
             try:
-                # The config's own sweep (an experiment with hydra.sweeper.params), then the command line's.
-                base = compose(config_name="config", overrides=[o for o in overrides if "," not in o],
-                               return_hydra_config=True)
-                params = OmegaConf.select(base, "hydra.sweeper.params", default=None) or {}
-                arguments = [f"{k}={v}" for k, v in params.items()] + overrides
-                batches = BasicSweeper.split_arguments(parser.parse_overrides(overrides=arguments), None)
+                cfg = compose(config_name="config", overrides=list(job))
+                validate_config(cfg)
             except Exception as err:
-                return composition_message(err) or user_message(err)
-            jobs = [job for batch in batches for job in batch]
-            if len(jobs) > SWEEP_CHECK_LIMIT:
-                return None
-            # a job is named by the values that differ from job to job
-            values: dict[str, set[str]] = {}
-            for job in jobs:
-                for override in job:
-                    values.setdefault(override.split("=", 1)[0], set()).add(override)
-            swept = {key for key, seen in values.items() if len(seen) > 1}
-            for number, job in enumerate(jobs):
-                try:
-                    cfg = compose(config_name="config", overrides=list(job))
-                    validate_config(cfg)
-                except Exception as err:
-                    message = composition_message(err) or user_message(err)
-                    if message is None:
-                        raise
-                    named = [o for o in job if o.split("=", 1)[0] in swept] or job
-                    return (f"sweep job #{number} of {len(jobs)} ({' '.join(named)}): {message} "
-                            f"(checked before any job ran: nothing ran)")
-    finally:
-        GlobalHydra.instance().clear()
+                message = composition_message(err) or user_message(err)
+                if message is None:
+                    raise
+                named = [o for o in job if o.split("=", 1)[0] in swept] or job
+                return (f"sweep job #{number} of {len(jobs)} ({' '.join(named)}): {message} "
+                        f"(checked before any job ran: nothing ran)")
     return None
 
 
