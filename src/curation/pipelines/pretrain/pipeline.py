@@ -2,18 +2,14 @@
 
 from kedro.pipeline import Node, Pipeline
 
-from curation.nodes.pretrain import pretrain_model, tokenize_selection, train_tokenizer
+from curation.nodes.pretrain import pretrain_model, tokenize_selection
+from curation.pipelines.tokenizer import tokenizer_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(
-                train_tokenizer,
-                inputs=["documents@frame", "params:pretrain", "params:cache"],
-                outputs=["lm_tokenizer", "tokenizer_metrics"],
-                name="train_tokenizer_node",
-            ),
+            tokenizer_node("lm_tokenizer", "tokenizer_metrics", "train_tokenizer_node"),
             Node(
                 tokenize_selection,
                 inputs=["selected_documents@frame", "lm_tokenizer", "params:pretrain"],

@@ -9,7 +9,7 @@ scored -> the P >= 0.5 filter. Ingest is part of the pipeline so that a fresh cl
 
 from kedro.pipeline import Node, Pipeline
 
-from curation.nodes.pretrain import train_tokenizer
+from curation.pipelines.tokenizer import tokenizer_node
 from curation.nodes.ufw_classifier import filter_ufw_keep, select_seed_pools, train_ufw_classifier, verify_seed_pools
 from curation.pipelines.ingest import create_pipeline as ingest_pipeline
 
@@ -23,12 +23,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 outputs=["ufw_seed_pools", "ufw_seed_pools_table"],
                 name="select_seed_pools_node",
             ),
-            Node(
-                train_tokenizer,
-                inputs=["documents@frame", "params:pretrain", "params:cache"],
-                outputs=["ufw_tokenizer", "ufw_tokenizer_metrics"],
-                name="train_ufw_tokenizer_node",
-            ),
+            tokenizer_node("ufw_tokenizer", "ufw_tokenizer_metrics", "train_ufw_tokenizer_node"),
             Node(
                 verify_seed_pools,
                 inputs=["documents@frame", "ufw_seed_pools", "ufw_tokenizer", "params:pretrain",

@@ -7,7 +7,7 @@ the Table 8 analogue (per-task delta vs the default-only annealing).
 
 from kedro.pipeline import Node, Pipeline
 
-from curation.nodes.pretrain import train_tokenizer
+from curation.pipelines.tokenizer import tokenizer_node
 from curation.nodes.verification import (
     anneal_candidates,
     select_verification_candidates,
@@ -27,12 +27,8 @@ def create_pipeline(**kwargs) -> Pipeline:
                 outputs=["verification_candidates", "verification_candidates_table"],
                 name="select_verification_candidates_node",
             ),
-            Node(
-                train_tokenizer,
-                inputs=["documents@frame", "params:pretrain", "params:cache"],
-                outputs=["verification_tokenizer", "verification_tokenizer_metrics"],
-                name="train_verification_tokenizer_node",
-            ),
+            tokenizer_node("verification_tokenizer", "verification_tokenizer_metrics",
+                           "train_verification_tokenizer_node"),
             Node(
                 tokenize_verification_corpora,
                 inputs=["documents@frame", "verification_candidates", "verification_tokenizer", "params:pretrain",
