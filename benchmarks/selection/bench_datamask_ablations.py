@@ -8,16 +8,11 @@ and .png and one MLflow run in the ``benchmarks`` experiment):
 ``lr``      Fig. 14 / App. A.6.1: DiSF value trajectory for eta in {0.001, ..., 1000}.
 ``table1``  Table 1: no pruning vs quality-aware pruning (quality >= 4) vs pruning + quality
             initialisation (Eq. 13): time to converge and the selection's quality and PWS.
-            The paper's "performance" column is downstream accuracy of a 1.5B model; here the
-            objective values stand in for it (the pre-training comparison is table2_tiny).
 ``dvrl``    Table 8: PWS before optimisation (random sets), after DVRL on its seen and unseen
             halves, after DataMask; time to converge.
 
-Data: the `embeddings` (MiniLM, 384-d) and `scores` of the default job
-(``curate pipeline=ingest+scoring`` writes them), a seeded random subsample of
---n documents. "Converged" = the first history row that reaches 98% of the
-run's total improvement of the tracked value (first row -> best row); the
-time of that row includes history evaluation.
+Data: the default job's MiniLM `embeddings` and `scores`, a seeded subsample of --n documents. "Converged" =
+the first history row reaching 98% of the run's improvement of the tracked value (first row -> best row).
 
     .venv/bin/python benchmarks/selection/bench_datamask_ablations.py                # all studies
     .venv/bin/python benchmarks/selection/bench_datamask_ablations.py --only g,lr --n 5000
@@ -25,24 +20,21 @@ time of that row includes history evaluation.
 
 from __future__ import annotations
 
-import argparse
-import csv
+import sys
 import time
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
+from curation.selection import select
+from curation.selection.objectives import pairwise_similarity, quality_mean
 
-from curation.selection import select  # noqa: E402
-from curation.selection.objectives import pairwise_similarity, quality_mean  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
 SCORES = ROOT / "data" / "04_feature" / "default" / "scores.parquet"
 EMBEDDINGS = ROOT / "data" / "04_feature" / "default" / "embeddings.npy"
 STUDIES = ("g", "batch", "lr", "table1", "dvrl")
@@ -176,46 +168,30 @@ def study_dvrl(emb, quality, args):
     return rows, curves, ("diversity", "PWS of top-S (higher = more diverse)", "wall_time_s")
 
 
-def write(study: str, rows: list[dict], curves: dict, plot_spec, meta: dict, out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path = out / f"datamask_ablation_{study}.csv"
-    fields = list(dict.fromkeys(k for r in rows for k in r)) + list(meta)
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows({**r, **meta} for r in rows)
+def write(study: str, rows: list[dict], curves: dict, plot_spec, meta: dict, out: Path, log) -> None:
     column, ylabel, xcol = plot_spec
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for name, h in curves.items():
-        if column in h:
-            ax.plot(h[xcol], h[column], label=name, lw=1.2)
-    ax.set_xlabel("wall time (s)" if xcol == "wall_time_s" else "step")
-    ax.set_ylabel(ylabel)
-    if study == "lr":
-        ax.set_ylim(bottom=max(min(h[column].min() for h in curves.values()), -10))
-    ax.set_title(f"DataMask ablation '{study}': {meta['data']}", fontsize=8)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    png_path = out / f"datamask_ablation_{study}.png"
-    fig.savefig(png_path, dpi=120)
-    plt.close(fig)
-    return [csv_path, png_path]
+
+    def plot(_, png: Path) -> None:
+        with bench.figure(png, figsize=(6.5, 4), dpi=120) as (fig, ax):
+            for name, h in curves.items():
+                if column in h:
+                    ax.plot(h[xcol], h[column], label=name, lw=1.2)
+            ax.set_xlabel("wall time (s)" if xcol == "wall_time_s" else "step")
+            ax.set_ylabel(ylabel)
+            if study == "lr":
+                ax.set_ylim(bottom=max(min(h[column].min() for h in curves.values()), -10))
+            ax.set_title(f"DataMask ablation '{study}': {meta['data']}", fontsize=8)
+            ax.legend(fontsize=7)
+
+    bench.write_result([{**r, **meta} for r in rows], out / f"datamask_ablation_{study}.csv", plot=plot, log=log,
+                       columns=list(dict.fromkeys(k for r in rows for k in r)) + list(meta))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(STUDIES), help=f"comma-separated subset of {STUDIES}")
-    parser.add_argument("--n", type=int, default=5000, help="documents subsampled from the scored corpus")
-    parser.add_argument("--ratio", type=float, default=0.1, help="keep ratio S/N")
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--batch-ratio", type=float, default=0.2, help="r for the studies that do not vary it")
-    parser.add_argument("--history-every", type=int, default=10)
-    parser.add_argument("--dvrl-iterations", type=int, default=600)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--no-mlflow", action="store_true")
-    args = parser.parse_args()
+    args = bench.parser(__doc__, only=(",".join(STUDIES), f"comma-separated subset of {STUDIES}"),
+                        n=(5000, "documents subsampled from the scored corpus"), ratio=(0.1, "keep ratio S/N"),
+                        steps=1500, batch_ratio=(0.2, "r for the studies that do not vary it"), history_every=10,
+                        dvrl_iterations=600, threads=1, seed=0, out=bench.RESULTS, mlflow=True).parse_args()
     torch.set_num_threads(args.threads)
     emb, quality, label = load_corpus(args.n, args.seed)
     funcs = {"g": study_g, "batch": study_batch, "lr": study_lr, "table1": study_table1, "dvrl": study_dvrl}
@@ -224,16 +200,12 @@ def main() -> None:
         t0 = time.perf_counter()
         rows, curves, spec = funcs[study](emb, quality, args)
         meta = {"data": label, "steps": args.steps, "threads": args.threads, "seed": args.seed}
-        files = write(study, rows, curves, spec, meta, args.out)
-        print(f"[{study}] {time.perf_counter() - t0:.0f}s -> {files[0]}", flush=True)
-        if not args.no_mlflow:
-            from curation.tracking.benchmarks import log_benchmark
-
-            metrics = {f"{study}_{i}_{k}": v for i, r in enumerate(rows) for k, v in r.items()
-                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
-            log_benchmark(f"datamask_ablation_{study}", files=files, metrics=metrics,
-                          params={**vars(args), "out": str(args.out)}, tags={"study": study, "paper": "DATAMASK"})
-
+        metrics = {f"{study}_{i}_{k}": v for i, r in enumerate(rows) for k, v in r.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        log = None if args.no_mlflow else dict(name=f"datamask_ablation_{study}", metrics=metrics, params={
+            **vars(args), "out": str(args.out)}, tags={"study": study, "paper": "DATAMASK"})
+        write(study, rows, curves, spec, meta, args.out, log)
+        print(f"[{study}] {time.perf_counter() - t0:.0f}s", flush=True)
 
 if __name__ == "__main__":
     main()

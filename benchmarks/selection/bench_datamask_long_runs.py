@@ -1,18 +1,10 @@
 """DataMask on long runs: does the returned mask keep what the logits learned? (issue #20)
 
-N = 100k clustered unit vectors (the PWS problem of ``bench_datamask_pws_scale.py``),
-d = 384, 10% kept, PWS only (lam = 0), every other knob at the config default
-(lr 10, G 128, batch ratio 0.05, ``final: sample``). For each step count, the
-share of the random -> greedy PWS gap closed by the best recorded top-S mask of
-the learned logits and by the mask the run *returns*, the final entropy and the
-logit range, with
-
-- ``sampler=exact``: the project's sampler (``gumbel_top_k``: exact at any spread);
-- ``sampler=capped``: the sampler before issue #20, whose exponential race capped
-  every weight at e^80 below the best (kept here, and only here, to measure the bug).
-
-Runs of different lengths share their trajectory up to their end (same seed), so
-each row is its own run. Writes benchmarks/results/datamask_long_runs.csv and .png.
+N = 100k clustered unit vectors (the PWS problem of ``bench_datamask_pws_scale.py``), d = 384, 10% kept, PWS
+only, the config's default knobs. Per step count, the share of the random -> greedy gap closed by the best
+recorded top-S and by the *returned* mask, with ``sampler=exact`` (the project's ``gumbel_top_k``) and
+``sampler=capped`` (the sampler before issue #20, capped at e^80: kept here only to measure the bug).
+Writes benchmarks/results/datamask_long_runs.csv and .png.
 
     # the default knobs at 100k (50 clusters; greedy value measured by bench_datamask_pws_scale.py)
     .venv/bin/python benchmarks/selection/bench_datamask_long_runs.py --f-greedy -0.207986518740654
@@ -23,28 +15,19 @@ each row is its own run. Writes benchmarks/results/datamask_long_runs.csv and .p
 
 from __future__ import annotations
 
-import argparse
-import csv
-import os
 import time
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from curation.selection import datamask
+from curation.selection.config import parse_selection_config
+from curation.selection.objectives import Objective
+from curation.selection.synthetic import clustered_unit_vectors
 
-from curation.selection import datamask  # noqa: E402
-from curation.selection.config import parse_selection_config  # noqa: E402
+from bench_datamask_pws_scale import bench
 
-from bench_datamask_pws_scale import loadavg  # noqa: E402
-
-from curation.selection.objectives import Objective  # noqa: E402
-from curation.selection.synthetic import clustered_unit_vectors  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 EXACT = datamask.gumbel_top_k
 
 
@@ -89,29 +72,18 @@ def problem(n: int, d: int, keep: float, clusters: int) -> tuple[torch.Tensor, t
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--d", type=int, default=384)
-    parser.add_argument("--keep", type=float, default=0.1)
-    parser.add_argument("--steps", type=int, nargs="+", default=[1000, 2000, 6000])
-    parser.add_argument("--samplers", nargs="+", default=["exact", "capped"])
-    parser.add_argument("--clusters", type=int, default=50)
-    parser.add_argument("--lr", type=float, default=10.0)
-    parser.add_argument("--f-greedy", type=float, default=None,
-                        help="greedy PWS on the same problem (bench_datamask_pws_scale.py measures it: ~11 min at 100k); "
-                             "without it the target is the best top-S of the exact sampler's runs")
-    parser.add_argument("--append", action="store_true", help="add the rows to an existing CSV")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    f_greedy = {"type": float, "default": None,
+                "help": "greedy PWS on the same problem (bench_datamask_pws_scale.py measures it: ~11 min at 100k); "
+                        "without it the target is the best top-S of the exact sampler's runs"}
+    args = bench.parser(__doc__, n=100_000, d=384, keep=0.1, steps=[1000, 2000, 6000], samplers=["exact", "capped"],
+                        clusters=50, lr=10.0, f_greedy=f_greedy, append=(False, "add the rows to an existing CSV"),
+                        threads=1, out=bench.RESULTS).parse_args()
     torch.set_num_threads(args.threads)
     emb, q, budget, f_random = problem(args.n, args.d, args.keep, args.clusters)
-    csv_path = args.out / "datamask_long_runs.csv"
-    old = list(csv.DictReader(csv_path.open())) if args.append and csv_path.is_file() else []
     rows = []
     for sampler in args.samplers:
         for steps in args.steps:
-            load = loadavg()
+            load = bench.loadavg3()
             r = run(emb, q, budget, steps, sampler, {"lr": args.lr})
             rows.append({"sampler": sampler, "steps": steps, "n": args.n, "d": args.d, "clusters": args.clusters,
                          "lr": args.lr, "budget": budget, "f_random": f_random, **r, "loadavg": load,
@@ -123,31 +95,26 @@ def main() -> None:
         r["f_target"] = target
         r["best_topk_gap"] = (r["best_topk_pws"] - f_random) / (target - f_random)
         r["returned_gap"] = (r["returned_pws"] - f_random) / (target - f_random)
-    args.out.mkdir(parents=True, exist_ok=True)
-    all_rows = old + rows
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in all_rows for k in r)), restval="")
-        writer.writeheader()
-        writer.writerows(all_rows)
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    cases = dict.fromkeys((r["n"], r.get("clusters", "50"), r.get("lr", "10.0")) for r in all_rows)
-    for case in cases:
-        for sampler, style in (("exact", "-o"), ("capped", "--x")):
-            sub = [r for r in all_rows if (r["n"], r.get("clusters", "50"), r.get("lr", "10.0")) == case
-                   and r["sampler"] == sampler]
-            if sub:
-                ax.plot([int(r["steps"]) for r in sub], [float(r["returned_gap"]) for r in sub], style,
-                        label=f"N={case[0]}, {case[1]} clusters, lr {case[2]}: returned, {sampler}")
-    ax.axhline(0.95, color="tab:red", lw=0.8, ls=":", label="95% of the gap")
-    ax.set_xlabel("steps")
-    ax.set_ylabel("share of random -> target PWS gap\n(returned mask)")
-    ax.set_title(f"DataMask long runs, d={args.d}, {args.keep:.0%} kept, G 128, r 0.05 (target: greedy at 100k,\n"
-                 f"best exact top-S at 20k); load {rows[0]['loadavg']}", fontsize=8)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(args.out / "datamask_long_runs.png", dpi=120)
-    print("wrote", csv_path, "load now", os.getloadavg())
 
+    def plot(all_rows: list[dict], png: Path) -> None:
+        with bench.figure(png, figsize=(6, 3.8), dpi=120) as (fig, ax):
+            cases = dict.fromkeys((r["n"], r.get("clusters", 50), r.get("lr", 10.0)) for r in all_rows)
+            for case in cases:
+                for sampler, style in (("exact", "-o"), ("capped", "--x")):
+                    sub = [r for r in all_rows if (r["n"], r.get("clusters", 50), r.get("lr", 10.0)) == case
+                           and r["sampler"] == sampler]
+                    if sub:
+                        ax.plot([int(r["steps"]) for r in sub], [float(r["returned_gap"]) for r in sub], style,
+                                label=f"N={case[0]}, {case[1]} clusters, lr {case[2]}: returned, {sampler}")
+            ax.axhline(0.95, color="tab:red", lw=0.8, ls=":", label="95% of the gap")
+            ax.set_xlabel("steps")
+            ax.set_ylabel("share of random -> target PWS gap\n(returned mask)")
+            ax.set_title(f"DataMask long runs, d={args.d}, {args.keep:.0%} kept, G 128, r 0.05 (target: greedy at "
+                         f"100k,\nbest exact top-S at 20k); load {rows[0]['loadavg']}", fontsize=8)
+            ax.legend(fontsize=7)
+
+    bench.write_result(rows, args.out / "datamask_long_runs.csv", plot=plot, append=args.append)
+    print("load now", bench.loadavg3())
 
 if __name__ == "__main__":
     main()

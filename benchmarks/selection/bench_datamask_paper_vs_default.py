@@ -1,26 +1,10 @@
 """DataMask: the paper's FineWeb-Mask recipe against the project's default, side by side (issue #26).
 
-Recipes (``curation.selection``):
-
-- ``default``: ``DataMaskConfig()`` -- standardised Eq. 12 terms, lam 0.3, zeros init, 2,000 steps (the project's);
-- ``paper``: ``DATAMASK_PAPER`` -- raw Eq. 12, lam 0.5, quality init (Eq. 13), 10,000 steps (DATAMASK Sec. 4.4);
-  also ``paper@2000`` (the same recipe stopped at the default's 2,000 steps);
-- ``topk``: the highest-quality documents (Eq. 3's optimum), ``random``: a seeded uniform subset.
-
-Both DataMask recipes use PWS, G 128, lr 10, r 0.05. Every subset is scored by the same measures: mean quality
-(Eq. 3), PWS (Eq. 4), facility location (coverage: mean over reference points of the max cosine to the subset;
-``fl_refs`` says over which points), DiSF (-||C(U)||_F, DiSF Eq. 3-5), the official DiSF dominance score @10,
-and its overlap |A & B| / S with the top-k subset and with the other recipe.
-
-Cases:
-
-- ``corpus``: the bundled corpus as the default job leaves it (``data/05_model_input/<ns>/pruned_*``: the
-  quality-pruned pool, static 256-d embeddings, real merged quality 0-15), budget 10% of the ingested corpus
-  (the default job's ``budget``); FL over *every* candidate (exact Eq. 4 coverage);
-- ``synthetic``: N = 100k synthetic clustered unit vectors (d = 384, 50 clusters,
-  ``curation.selection.synthetic``) whose cluster-correlated quality is mapped by rank onto the corpus's real
-  merged-quality distribution; 10% kept; FL over 8,192 random reference points (exact FL would need
-  100k x 10k similarities per subset). Synthetic vectors: for the time and the objectives' trade-off only.
+Recipes: ``default`` (``DataMaskConfig()``, 2,000 steps), ``paper`` (``DATAMASK_PAPER``, 10,000 steps; also
+``paper@2000``), ``topk`` (highest quality) and ``random``. Every subset is scored by mean quality, PWS, facility
+location (over ``fl_refs``), DiSF, the DiSF dominance score @10 and its overlap with the others. Cases: ``corpus``
+(the default job's pruned pool, budget 10% of the ingested corpus) and ``synthetic`` (100k clustered unit vectors,
+quality mapped by rank onto the corpus's; FL over 8,192 random points).
 
     nice -n 10 .venv/bin/python benchmarks/selection/bench_datamask_paper_vs_default.py            # both cases
     nice -n 10 .venv/bin/python benchmarks/selection/bench_datamask_paper_vs_default.py --cases corpus
@@ -30,32 +14,25 @@ Writes benchmarks/results/datamask_paper_vs_default.csv and .png. One torch thre
 
 from __future__ import annotations
 
-import argparse
-import csv
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
+from curation.selection import DATAMASK_PAPER, DataMaskConfig, dominance_scores, select
+from curation.selection.objectives import disf, pairwise_similarity
+from curation.selection.synthetic import clustered_unit_vectors
 
-from curation.selection import DATAMASK_PAPER, DataMaskConfig, dominance_scores, select  # noqa: E402
-from curation.selection.objectives import disf, pairwise_similarity  # noqa: E402
-from curation.selection.synthetic import clustered_unit_vectors  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import ROOT, loadavg3 as loadavg  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
 NAME = "datamask_paper_vs_default"
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def load_pool(namespace: str = "default") -> tuple[np.ndarray, np.ndarray, int]:
@@ -64,8 +41,6 @@ def load_pool(namespace: str = "default") -> tuple[np.ndarray, np.ndarray, int]:
     scores = pd.concat([pd.read_parquet(p, columns=["quality"]) for p in sorted((base / "pruned_scores" / "shards").glob("*.parquet"))])
     emb = np.concatenate([np.load(p) for p in sorted((base / "pruned_embeddings" / "shards").glob("*.npy"))])
     docs = ROOT / "data" / "02_intermediate" / namespace / "documents" / "manifest.json"
-    import json
-
     n_corpus = int(json.loads(docs.read_text())["rows"])
     if len(scores) != len(emb):
         raise ValueError(f"pruned scores ({len(scores)}) and embeddings ({len(emb)}) are not aligned")
@@ -137,34 +112,27 @@ def plot(rows: list[dict], path: Path) -> None:
     df = pd.DataFrame(rows)
     cases = list(dict.fromkeys(df["case"]))
     metrics = ["quality_mean", "pws", "fl", "disf", "overlap_topk"]
-    fig, axes = plt.subplots(len(cases), len(metrics), figsize=(3.2 * len(metrics), 2.8 * len(cases)), squeeze=False)
-    for r, case in enumerate(cases):
-        sub = df[df["case"] == case]
-        for c, m in enumerate(metrics):
-            ax = axes[r][c]
-            ax.bar(sub["subset"], sub[m], color=["C0", "C1", "C1", "C2", "C7"][: len(sub)])
-            lo, hi = sub[m].min(), sub[m].max()
-            pad = 0.15 * (hi - lo if hi > lo else abs(hi) + 1e-9)
-            ax.set_ylim(lo - pad, hi + pad)
-            ax.set_title(f"{case} (N={int(sub['n'].iloc[0]):,}): {m}", fontsize=8)
-            ax.tick_params(axis="x", labelrotation=45, labelsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with bench.figure(path, len(cases), len(metrics), figsize=(3.2 * len(metrics), 2.8 * len(cases)), squeeze=False,
+                      dpi=120) as (fig, axes):
+        for r, case in enumerate(cases):
+            sub = df[df["case"] == case]
+            for c, m in enumerate(metrics):
+                ax = axes[r][c]
+                ax.bar(sub["subset"], sub[m], color=["C0", "C1", "C1", "C2", "C7"][: len(sub)])
+                lo, hi = sub[m].min(), sub[m].max()
+                pad = 0.15 * (hi - lo if hi > lo else abs(hi) + 1e-9)
+                ax.set_ylim(lo - pad, hi + pad)
+                ax.set_title(f"{case} (N={int(sub['n'].iloc[0]):,}): {m}", fontsize=8)
+                ax.tick_params(axis="x", labelrotation=45, labelsize=7)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--cases", default="corpus,synthetic")
-    ap.add_argument("--namespace", default="default")
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--paper-steps", type=int, default=10_000)
-    ap.add_argument("--synthetic-paper-steps", type=int, default=10_000)
-    ap.add_argument("--synthetic-recipes", default="default,paper@2000,paper",
-                    help="DataMask recipes of the synthetic case (paper@2000 is a second, shorter paper run)")
-    ap.add_argument("--append-csv", default=None, help="rows of an earlier run (CSV) to write first (e.g. the corpus case)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(RESULTS / f"{NAME}.csv"))
-    args = ap.parse_args()
+    args = bench.parser(__doc__, cases="corpus,synthetic", namespace="default", n=100_000, paper_steps=10_000,
+                        synthetic_paper_steps=10_000,
+                        synthetic_recipes=("default,paper@2000,paper", "DataMask recipes of the synthetic case "
+                                           "(paper@2000 is a second, shorter paper run)"),
+                        append_csv=(None, "rows of an earlier run (CSV) to write first (e.g. the corpus case)"),
+                        seed=0, out=bench.RESULTS / f"{NAME}.csv").parse_args()
     torch.set_num_threads(1)
     rows: list[dict] = []
     emb, q, n_corpus = load_pool(args.namespace)
@@ -183,15 +151,8 @@ def main() -> None:
                          tuple(args.synthetic_recipes.split(",")))
     if args.append_csv:
         rows = pd.read_csv(args.append_csv).to_dict("records") + rows
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    plot(rows, out.with_suffix(".png"))
-    print(f"wrote {out} and {out.with_suffix('.png')} (pid {os.getpid()}, argv {' '.join(sys.argv[1:])})")
-
+    bench.write_result(rows, args.out, plot=plot, columns=list(rows[0]))
+    print(f"pid {os.getpid()}, argv {' '.join(sys.argv[1:])}")
 
 if __name__ == "__main__":
     main()

@@ -1,15 +1,9 @@
 """DataMask on PWS at scale: share of the random -> greedy gap closed, and time (issue 13, benchmarks c, d).
 
-(c) N = 100k, d = 384, 10% kept: greedy PWS (fast, exact rank-1 updates) gives
-the target value, a uniformly random subset the baseline; DataMask (lam = 0,
-G = 128, r = 0.05) records the PWS of its top-S every ``history_every`` steps,
-and the gap closed is (f - f_random) / (f_greedy - f_random) against wall time
-(the recording is inside the timed loop, so times are slight over-estimates).
-The last row is the mask DataMask returns (final: sample).
-(d) ``--n 1000000 --no-greedy``: one 1M-item block; the time until the value
-changes by less than 0.5% over the last 10% of steps, and the value reached.
-Synthetic clustered unit vectors (timing). Writes
-benchmarks/results/datamask_pws_<n>.csv and .png and logs them to MLflow.
+(c) N = 100k, d = 384, 10% kept: the share (f - f_random) / (f_greedy - f_random) of the random -> greedy
+gap closed by DataMask's top-S (lam = 0) against wall time, and the returned mask (last row).
+(d) ``--n 1000000 --no-greedy``: one 1M-item block; the time until the value settles (``settle_step``).
+Synthetic clustered unit vectors. Writes benchmarks/results/datamask_pws_<n>.csv and .png, logs to MLflow.
 
     .venv/bin/python benchmarks/selection/bench_datamask_pws_scale.py                       # (c), paper's r = 0.05
     # (c) with the best setting of bench_datamask_pws_sweep.py, greedy value reused:
@@ -19,38 +13,27 @@ benchmarks/results/datamask_pws_<n>.csv and .png and logs them to MLflow.
     .venv/bin/python benchmarks/selection/bench_datamask_pws_scale.py --n 1000000 --no-greedy \
         --steps 120000 --batch-ratio 0.0005 --history-every 2500
 
-Small batches win at equal wall time: per step, an item's share of the policy-gradient
-signal grows like sqrt(G / N_b) while the step cost grows like G N_b, so below the
-paper's r = 0.05 (tuned for 1M blocks on GPUs) more, cheaper steps converge faster on
-2 CPU cores; see benchmarks/results/datamask_pws_sweep.csv.
+Small batches win at equal wall time on 2 CPU cores (see benchmarks/results/datamask_pws_sweep.csv).
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import resource
+import sys
 import time
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from curation.selection.config import parse_selection_config
+from curation.selection.datamask import run_block
+from curation.selection.greedy import select_greedy
+from curation.selection.objectives import Objective
+from curation.selection.synthetic import clustered_unit_vectors
 
-from curation.selection.config import parse_selection_config  # noqa: E402
-from curation.selection.datamask import run_block  # noqa: E402
-from curation.selection.greedy import select_greedy  # noqa: E402
-from curation.selection.objectives import Objective  # noqa: E402
-from curation.selection.synthetic import clustered_unit_vectors  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
 
 
 def settle_step(steps: np.ndarray, values: np.ndarray, tol: float = 0.005, of_progress: bool = True) -> int:
@@ -88,25 +71,14 @@ def pws_problem(n: int, d: int, keep: float) -> tuple[torch.Tensor, torch.Tensor
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--d", type=int, default=384)
-    parser.add_argument("--keep", type=float, default=0.1)
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--group-size", type=int, default=128)
-    parser.add_argument("--batch-ratio", type=float, default=0.05)
-    parser.add_argument("--lr", type=float, default=10.0)
-    parser.add_argument("--history-every", type=int, default=10)
-    parser.add_argument("--no-greedy", action="store_true", help="skip the greedy target (1M items)")
-    parser.add_argument("--f-greedy", type=float, default=None,
-                        help="reuse the greedy PWS of an earlier run on the same data (the exact greedy takes ~11 min at 100k)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--no-mlflow", action="store_true")
-    parser.add_argument("--tag", default="", help="suffix of the output stem (datamask_pws_<n><tag>)")
-    args = parser.parse_args()
+    f_greedy = {"type": float, "default": None,
+                "help": "reuse the greedy PWS of an earlier run on the same data (the exact greedy: ~11 min at 100k)"}
+    args = bench.parser(__doc__, n=100_000, d=384, keep=0.1, steps=400, group_size=128, batch_ratio=0.05, lr=10.0,
+                        history_every=10, no_greedy=(False, "skip the greedy target (1M items)"), f_greedy=f_greedy,
+                        threads=1, out=bench.RESULTS, mlflow=True,
+                        tag=("", "suffix of the output stem (datamask_pws_<n><tag>)")).parse_args()
     torch.set_num_threads(args.threads)
-    load0 = loadavg()
+    load0 = bench.loadavg3()
     emb_t, q_t, obj, budget, f_random = pws_problem(args.n, args.d, args.keep)
     f_greedy, t_greedy = float("nan"), float("nan")
     if args.f_greedy is not None:
@@ -153,38 +125,30 @@ def main() -> None:
                "returned_vs_best_topk_gap": ((ret - f_random) / (float(np.max(values)) - f_random)),
                "final_entropy": res.info["final_entropy"], "logit_range": res.info["logit_max"] - res.info["logit_min"],
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-               "threads": args.threads, "loadavg_before": load0, "loadavg_after": loadavg()}
+               "threads": args.threads, "loadavg_before": load0, "loadavg_after": bench.loadavg3()}
     print(summary, flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
     stem = f"datamask_pws_{args.n}{args.tag}"
-    csv_path, png_path = args.out / f"{stem}.csv", args.out / f"{stem}.png"
-    with open(csv_path, "w", newline="") as fh:
-        fh.write("# " + "; ".join(f"{k}={v}" for k, v in summary.items()) + "\n")
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    if args.no_greedy:
-        ax.plot(wall, values)
-        ax.set_ylabel("PWS of top-S")
-    else:
-        ax.plot(wall, gap)
-        ax.axhline(0.99, color="tab:red", ls="--", label="99% of random -> greedy gap")
-        ax.set_ylabel("share of random -> greedy gap closed")
-        ax.legend(fontsize=8)
-    ax.set_xlabel("wall time (s)")
-    ax.set_title(f"DataMask PWS, N={args.n}, d={args.d}, {args.keep:.0%} kept, G={args.group_size}, r={args.batch_ratio}\n"
-                 f"load {load0}", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=120)
-    print(f"wrote {csv_path} and .png")
-    if not args.no_mlflow:
-        from curation.tracking.benchmarks import log_benchmark
+    log = None if args.no_mlflow else dict(
+        name=stem, params={**vars(args), "out": str(args.out)},
+        metrics={k: v for k, v in summary.items() if isinstance(v, (int, float))},
+        tags={"paper": "DATAMASK", "data": "synthetic clustered unit vectors (timing)"})
 
-        log_benchmark(stem, files=[csv_path, png_path], params={**vars(args), "out": str(args.out)},
-                      metrics={k: v for k, v in summary.items() if isinstance(v, (int, float))},
-                      tags={"paper": "DATAMASK", "data": "synthetic clustered unit vectors (timing)"})
+    def plot(rows: list[dict], png: Path) -> None:
+        with bench.figure(png, figsize=(6, 3.8), dpi=120) as (fig, ax):
+            if args.no_greedy:
+                ax.plot(wall, values)
+                ax.set_ylabel("PWS of top-S")
+            else:
+                ax.plot(wall, gap)
+                ax.axhline(0.99, color="tab:red", ls="--", label="99% of random -> greedy gap")
+                ax.set_ylabel("share of random -> greedy gap closed")
+                ax.legend(fontsize=8)
+            ax.set_xlabel("wall time (s)")
+            ax.set_title(f"DataMask PWS, N={args.n}, d={args.d}, {args.keep:.0%} kept, G={args.group_size}, "
+                         f"r={args.batch_ratio}\nload {load0}", fontsize=8)
 
+    comment = "; ".join(f"{k}={v}" for k, v in summary.items())
+    bench.write_result(rows, args.out / f"{stem}.csv", plot=plot, comment=comment, log=log)
 
 if __name__ == "__main__":
     main()

@@ -1,25 +1,17 @@
 """What limits DataMask's PWS convergence at N = 100k, d = 384, 10% kept (issue 13, benchmark c): a settings sweep.
 
-Every row is one DataMask run (lam = 0, PWS, final: sample) with one setting of
-the method's own knobs -- batch ratio r (Sec. 4.3 batch updating), learning
-rate eta (Eq. 11), group size G (Eq. 10), steps E -- on the synthetic clustered
-unit vectors of ``bench_datamask_pws_scale.py`` (same seed, same data). Columns:
-share of the random -> greedy gap closed by the top-S of the logits at 5/10/20/30 s
-of wall time and at the end, and by the mask actually returned (a sample from
-softmax(L), Algorithm 1's last line). The greedy value is an input (``--f-greedy``;
-the exact rank-1 greedy takes ~11 min at 100k, measured by bench_datamask_pws_scale.py).
-Writes benchmarks/results/datamask_pws_sweep.csv and logs it to MLflow.
+Every row is one DataMask run (lam = 0, PWS, final: sample) with one setting of batch ratio r, learning rate
+eta, group size G and steps E, on the problem of ``bench_datamask_pws_scale.py``: the share of the random ->
+greedy gap closed by the top-S at 5/10/20/30 s and at the end, and by the returned mask (``--f-greedy``: the
+greedy value, measured by bench_datamask_pws_scale.py). Writes benchmarks/results/datamask_pws_sweep.csv.
 
     .venv/bin/python benchmarks/selection/bench_datamask_pws_sweep.py
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,9 +19,8 @@ import torch
 from curation.selection.config import parse_selection_config
 from curation.selection.datamask import run_block
 
-from bench_datamask_pws_scale import pws_problem  # same folder: the shared problem set-up
+from bench_datamask_pws_scale import bench, pws_problem  # same folder: the shared problem set-up
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 # greedy PWS (impl=fast, exact) of this data, from benchmarks/results/datamask_pws_100000.csv
 F_GREEDY_100K = -0.207986518740654
 
@@ -46,21 +37,10 @@ DEFAULT_SWEEP = [
 ]
 
 
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--d", type=int, default=384)
-    parser.add_argument("--keep", type=float, default=0.1)
-    parser.add_argument("--f-greedy", type=float, default=F_GREEDY_100K)
-    parser.add_argument("--sweep", type=str, default=None, help="JSON list of settings (default: the built-in sweep)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--no-mlflow", action="store_true")
-    args = parser.parse_args()
+    args = bench.parser(__doc__, n=100_000, d=384, keep=0.1, f_greedy=F_GREEDY_100K,
+                        sweep=(None, "JSON list of settings (default: the built-in sweep)"), threads=1,
+                        out=bench.RESULTS, mlflow=True).parse_args()
     torch.set_num_threads(args.threads)
     sweep = json.loads(args.sweep) if args.sweep else DEFAULT_SWEEP
     emb_t, q_t, obj, budget, f_random = pws_problem(args.n, args.d, args.keep)
@@ -69,7 +49,7 @@ def main() -> None:
         steps = int(setting["steps"])
         cfg = parse_selection_config("datamask", {"diversity": "pws", "lam": 0.0, "block_size": max(args.n, 2),
                                         "history_every": max(1, steps // 60), **setting})
-        load0 = loadavg()
+        load0 = bench.loadavg3()
         t = time.perf_counter()
         res = run_block(emb_t, q_t, budget, cfg, seed=0)
         total = time.perf_counter() - t
@@ -87,26 +67,17 @@ def main() -> None:
         row["gap_returned"] = round(float((h["diversity"].iloc[-1] - f_random) / (args.f_greedy - f_random)), 4)
         hit = np.nonzero(gap >= 0.99)[0]
         row["time_to_99pct_s"] = round(float(wall[hit[0]]), 2) if len(hit) else None
-        row["loadavg_before"], row["loadavg_after"] = load0, loadavg()
+        row["loadavg_before"], row["loadavg_after"] = load0, bench.loadavg3()
         rows.append(row)
         print(row, flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    csv_path = args.out / "datamask_pws_sweep.csv"
-    with open(csv_path, "w", newline="") as fh:
-        fh.write(f"# n={args.n}; d={args.d}; budget={budget}; f_random={f_random}; f_greedy={args.f_greedy}; "
-                 f"threads={args.threads}; data=synthetic clustered unit vectors (seed 0)\n")
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {csv_path}")
-    if not args.no_mlflow:
-        from curation.tracking.benchmarks import log_benchmark
-
-        best = max(rows, key=lambda r: r["gap_topk_at_30s"] or 0.0)
-        log_benchmark("datamask_pws_sweep", files=[csv_path], params={"n": args.n, "d": args.d, "keep": args.keep},
-                      metrics={"best_gap_topk_at_30s": best["gap_topk_at_30s"] or float("nan")},
-                      tags={"paper": "DATAMASK", "data": "synthetic clustered unit vectors (timing)"})
-
+    best = max(rows, key=lambda r: r["gap_topk_at_30s"] or 0.0)
+    log = None if args.no_mlflow else dict(
+        name="datamask_pws_sweep", params={"n": args.n, "d": args.d, "keep": args.keep},
+        metrics={"best_gap_topk_at_30s": best["gap_topk_at_30s"] or float("nan")},
+        tags={"paper": "DATAMASK", "data": "synthetic clustered unit vectors (timing)"})
+    bench.write_result(rows, args.out / "datamask_pws_sweep.csv", log=log,
+                       comment=f"n={args.n}; d={args.d}; budget={budget}; f_random={f_random}; f_greedy={args.f_greedy}; "
+                               f"threads={args.threads}; data=synthetic clustered unit vectors (seed 0)")
 
 if __name__ == "__main__":
     main()

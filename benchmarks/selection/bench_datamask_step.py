@@ -1,43 +1,28 @@
 """DataMask step time over the matmul floor, for PWS, facility location and DiSF (issue 13, benchmark b).
 
-The floor is one (G x N_b) @ (N_b x d) float32 matmul -- the cost of scoring G
-masks over the N_b items of a step as a dense product -- timed in the same
-process. A step's time is measured over whole ``run_block`` calls: (time of
-3 + K steps - time of 3 steps) / K, so set-up (objective state, facility-location
-similarities to the reference points, computed once per block) and the final
-sample are excluded. Also reports the DiSF step (exact, and with
-``disf_estimator: hutchinson``) as a multiple of the PWS step. Wall and CPU
-(process_time) times are both reported: on the shared machine the CPU ratio is
-the steadier one.
-Synthetic clustered unit vectors (timing only). Writes
-benchmarks/results/datamask_step.csv and .png and logs them to MLflow.
+The floor is one (G x N_b) @ (N_b x d) float32 matmul timed in the same process; a step is
+(time of 3 + K steps - time of 3 steps) / K of whole ``run_block`` calls (set-up and final sample excluded).
+Wall and CPU times (the CPU ratio is the steadier on a shared machine). Synthetic clustered unit vectors.
+Writes benchmarks/results/datamask_step.csv and .png and logs them to MLflow.
 
     .venv/bin/python benchmarks/selection/bench_datamask_step.py   # N = 100k, d = 384, G = 128, r = 0.05, 10%
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
+import sys
 import time
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from curation.selection.config import parse_selection_config
+from curation.selection.datamask import run_block
+from curation.selection.synthetic import clustered_unit_vectors
 
-from curation.selection.config import parse_selection_config  # noqa: E402
-from curation.selection.datamask import run_block  # noqa: E402
-from curation.selection.synthetic import clustered_unit_vectors  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
 
 
 def floor_ms(g: int, n_b: int, d: int, repeats: int = 20) -> tuple[float, float]:
@@ -51,20 +36,12 @@ def floor_ms(g: int, n_b: int, d: int, repeats: int = 20) -> tuple[float, float]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--d", type=int, default=384)
-    parser.add_argument("--group-size", type=int, default=128)
-    parser.add_argument("--batch-ratio", type=float, default=0.05)
-    parser.add_argument("--keep", type=float, default=0.1)
-    parser.add_argument("--steps", default="pws:20,fl@float32:10,fl@int16:20,fl@int8:20,disf:3,disf_hutchinson:10",
-                        help="diversity:K timed steps (disf_hutchinson = disf with disf_estimator=hutchinson; "
-                             "fl@<dtype> = fl with fl_sims_dtype=<dtype>)")
-    parser.add_argument("--probes", type=int, default=8, help="disf_probes of disf_hutchinson")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--no-mlflow", action="store_true")
-    args = parser.parse_args()
+    steps = ("pws:20,fl@float32:10,fl@int16:20,fl@int8:20,disf:3,disf_hutchinson:10",
+             "diversity:K timed steps (disf_hutchinson = disf with disf_estimator=hutchinson; "
+             "fl@<dtype> = fl with fl_sims_dtype=<dtype>)")
+    args = bench.parser(__doc__, n=100_000, d=384, group_size=128, batch_ratio=0.05, keep=0.1, steps=steps,
+                        probes=(8, "disf_probes of disf_hutchinson"), threads=1, out=bench.RESULTS,
+                        mlflow=True).parse_args()
     torch.set_num_threads(args.threads)
     emb, q, _ = clustered_unit_vectors(args.n, args.d, n_clusters=50, seed=0)
     emb_t, q_t = torch.from_numpy(emb), torch.tensor(q, dtype=torch.float32)
@@ -77,7 +54,7 @@ def main() -> None:
         extra = {"disf_estimator": "hutchinson", "disf_probes": args.probes} if name == "disf_hutchinson" else {}
         if name.startswith("fl@"):
             extra = {"fl_sims_dtype": name.split("@", 1)[1]}
-        load0 = loadavg()
+        load0 = bench.loadavg3()
         times, cpu = {}, {}
         for steps in (3, 3 + k):
             diversity = "disf" if name.startswith("disf") else name.split("@", 1)[0]
@@ -95,42 +72,34 @@ def main() -> None:
                      "floor_matmul_ms": round(fl, 2), "step_over_floor": round(step_ms / fl, 2),
                      "step_cpu_ms": round(step_cpu_ms, 2), "floor_cpu_ms": round(fl_cpu, 2),
                      "cpu_step_over_floor": round(step_cpu_ms / fl_cpu, 2),
-                     "threads": args.threads, "loadavg_before": load0, "loadavg_after": loadavg()})
+                     "threads": args.threads, "loadavg_before": load0, "loadavg_after": bench.loadavg3()})
         print(rows[-1], flush=True)
     pws = next((r["step_ms"] for r in rows if r["diversity"] == "pws"), None)
     pws_cpu = next((r["step_cpu_ms"] for r in rows if r["diversity"] == "pws"), None)
     for r in rows:
         r["step_over_pws_step"] = round(r["step_ms"] / pws, 2) if pws else None
         r["cpu_step_over_pws_step"] = round(r["step_cpu_ms"] / pws_cpu, 2) if pws_cpu else None
-    args.out.mkdir(parents=True, exist_ok=True)
-    csv_path, png_path = args.out / "datamask_step.csv", args.out / "datamask_step.png"
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    x = np.arange(len(rows))
-    ax.bar(x - 0.2, [r["step_over_floor"] for r in rows], 0.4, color="tab:blue", label="wall time")
-    ax.bar(x + 0.2, [r["cpu_step_over_floor"] for r in rows], 0.4, color="tab:cyan", label="CPU time")
-    ax.set_xticks(x, [r["diversity"] for r in rows], fontsize=8)
-    ax.axhline(2.0, color="tab:red", ls="--", label="goal: 2x floor")
-    ax.set_yscale("log")
-    ax.set_ylabel("step time / (G x N_b) @ (N_b x d) matmul")
-    ax.set_title(f"DataMask step, N={args.n}, d={args.d}, G={args.group_size}, r={args.batch_ratio}, "
-                 f"{args.keep:.0%} kept\nload {rows[0]['loadavg_before']}", fontsize=8)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=120)
-    print(f"wrote {csv_path} and .png")
-    if not args.no_mlflow:
-        from curation.tracking.benchmarks import log_benchmark
+    metrics = {f"{r['diversity'].replace('@', '_')}_{k}": r[k] for r in rows
+               for k in ("step_ms", "step_over_floor", "step_over_pws_step", "step_cpu_ms", "cpu_step_over_floor")
+               if r[k] is not None}
+    log = None if args.no_mlflow else dict(
+        name="datamask_step_over_floor", params={**vars(args), "out": str(args.out)}, metrics=metrics,
+        tags={"paper": "DATAMASK", "data": "synthetic clustered unit vectors (timing)"})
+    bench.write_result(rows, args.out / "datamask_step.csv", plot=lambda rows, png: plot(rows, png, args), log=log)
 
-        metrics = {f"{r['diversity'].replace('@', '_')}_{k}": r[k] for r in rows
-                   for k in ("step_ms", "step_over_floor", "step_over_pws_step", "step_cpu_ms", "cpu_step_over_floor")
-                   if r[k] is not None}
-        log_benchmark("datamask_step_over_floor", files=[csv_path, png_path], params={**vars(args), "out": str(args.out)},
-                      metrics=metrics, tags={"paper": "DATAMASK", "data": "synthetic clustered unit vectors (timing)"})
 
+def plot(rows: list[dict], png: Path, args) -> None:
+    with bench.figure(png, figsize=(6.5, 3.6), dpi=120) as (fig, ax):
+        x = np.arange(len(rows))
+        ax.bar(x - 0.2, [r["step_over_floor"] for r in rows], 0.4, color="tab:blue", label="wall time")
+        ax.bar(x + 0.2, [r["cpu_step_over_floor"] for r in rows], 0.4, color="tab:cyan", label="CPU time")
+        ax.set_xticks(x, [r["diversity"] for r in rows], fontsize=8)
+        ax.axhline(2.0, color="tab:red", ls="--", label="goal: 2x floor")
+        ax.set_yscale("log")
+        ax.set_ylabel("step time / (G x N_b) @ (N_b x d) matmul")
+        ax.set_title(f"DataMask step, N={args.n}, d={args.d}, G={args.group_size}, r={args.batch_ratio}, "
+                     f"{args.keep:.0%} kept\nload {rows[0]['loadavg_before']}", fontsize=8)
+        ax.legend(fontsize=8)
 
 if __name__ == "__main__":
     main()

@@ -1,18 +1,9 @@
 """DATAMASK Fig. 4 analogue: time for DataMask to reach greedy DiSF's value; step time vs one pass.
 
-For each N: greedy DiSF (DiSF Algorithm 1, b = 1024) in both implementations
-gives the target value -||C||_F of its selection over the whole set; DataMask
-(diversity = disf, lam = 0, one block) runs up to --max-steps and the first
-history row whose top-S DiSF value reaches the target gives the time (history
-evaluation included). Reference greedy is measured up to --reference-max-n
-items and extrapolated linearly in the number of batches beyond (flagged).
-
-Also: DataMask step time against one streaming pass over the block, i.e. a
-dense (G x N) 0/1 mask matrix times the (N x d) embeddings -- the ratio says
-how far a step is from that memory-bound floor.
-
-Writes benchmarks/results/datamask_time_to_greedy.csv and .png.
-Synthetic clustered unit vectors with near-duplicates (labelled in the CSV).
+For each N: greedy DiSF (b = 1024; the reference implementation extrapolated beyond --reference-max-n) gives
+the target -||C||_F; DataMask (disf, lam = 0, one block) runs until its top-S reaches it. Also a DataMask step
+against one streaming pass, a dense (G x N) 0/1 mask times the (N x d) embeddings. Synthetic clustered unit
+vectors with near-duplicates. Writes benchmarks/results/datamask_time_to_greedy.csv and .png.
 
     .venv/bin/python benchmarks/selection/bench_datamask_time_to_greedy.py          # short
     .venv/bin/python benchmarks/selection/bench_datamask_time_to_greedy.py --full   # paper sizes, d = 768 (hours)
@@ -20,23 +11,19 @@ Synthetic clustered unit vectors with near-duplicates (labelled in the CSV).
 
 from __future__ import annotations
 
-import argparse
-import csv
+import sys
 import time
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from curation.selection import select
+from curation.selection.objectives import disf
+from curation.selection.synthetic import clustered_unit_vectors
 
-from curation.selection import select  # noqa: E402
-from curation.selection.objectives import disf  # noqa: E402
-from curation.selection.synthetic import clustered_unit_vectors  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
 
 
 def _greedy(emb, quality, budget, impl, seed):
@@ -100,23 +87,12 @@ def _step_vs_pass(emb, quality, budget, args, batch_ratio, seed):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="2000,5000", help="comma-separated N (full: 5000,...,100000)")
-    parser.add_argument("--d", type=int, default=128, help="embedding dimension (full: 768)")
-    parser.add_argument("--ratio", type=float, default=0.1, help="keep ratio S/N (paper: 10%%)")
-    parser.add_argument("--batch-ratios", default="0.2,1.0", help="DataMask batch_ratio values")
-    parser.add_argument("--max-steps", type=int, default=600)
-    parser.add_argument("--history-every", type=int, default=10)
-    parser.add_argument("--group-size", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=10.0)
-    parser.add_argument("--timing-steps", type=int, default=12)
-    parser.add_argument("--reference-max-n", type=int, default=2048)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--full", action="store_true", help="N in {5k,10k,20k,50k,100k}, d = 768, 5000 steps")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--no-mlflow", action="store_true", help="do not record the run in MLflow")
-    args = parser.parse_args()
+    args = bench.parser(
+        __doc__, sizes={"default": "2000,5000", "type": str, "nargs": None, "help": "comma-separated N (full: 5000,...)"},
+        d=(128, "embedding dimension (full: 768)"), ratio=(0.1, "keep ratio S/N (paper: 10%%)"),
+        batch_ratios=("0.2,1.0", "DataMask batch_ratio values"), max_steps=600, history_every=10, group_size=128,
+        lr=10.0, timing_steps=12, reference_max_n=2048, threads=1, seed=0,
+        full=(False, "N in {5k,10k,20k,50k,100k}, d = 768, 5000 steps"), out=bench.RESULTS, mlflow=True).parse_args()
     if args.full:
         args.sizes, args.d, args.max_steps = "5000,10000,20000,50000,100000", 768, 5000
     torch.set_num_threads(args.threads)
@@ -150,47 +126,31 @@ def main() -> None:
                 "batch_items": n_b, "batch_budget": s_b,
             })
 
-    args.out.mkdir(parents=True, exist_ok=True)
     first = ["kind", "n", "d", "budget", "time_s", "measured", "value"]
     fields = first + sorted({k for row in rows for k in row} - set(first))
-    with open(args.out / "datamask_time_to_greedy.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-    for kind in dict.fromkeys(r["kind"] for r in rows):
-        pts = [(r["n"], r["time_s"]) for r in rows if r["kind"] == kind and np.isfinite(r["time_s"])]
-        if pts:
-            ax1.plot(*zip(*pts), marker="o", label=kind)
-    ax1.set_xscale("log")
-    ax1.set_yscale("log")
-    ax1.set_xlabel("N (items)")
-    ax1.set_ylabel("time to greedy-DiSF value (s)")
-    ax1.set_title(f"Fig. 4 analogue, keep {args.ratio:.0%}, d={args.d} (synthetic)", fontsize=9)
-    ax1.legend(fontsize=7)
-    for r in batch_ratios:
-        pts = [(row["n"], row["step_over_pass"]) for row in rows if row.get("batch_ratio") == r]
-        ax2.plot(*zip(*pts), marker="s", label=f"batch_ratio={r}")
-    ax2.set_xscale("log")
-    ax2.set_yscale("log")
-    ax2.set_xlabel("N (items)")
-    ax2.set_ylabel("DataMask step / (G x N_b mask @ N_b x d)")
-    ax2.set_title(f"Step time vs one streaming pass, G={args.group_size}", fontsize=9)
-    ax2.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(args.out / "datamask_time_to_greedy.png", dpi=120)
-    print(f"wrote {args.out / 'datamask_time_to_greedy.csv'} and .png")
-    if not args.no_mlflow:
-        from curation.tracking.benchmarks import log_benchmark
+    def plot(rows: list[dict], png: Path) -> None:
+        with bench.figure(png, 1, 2, figsize=(10, 4), dpi=120) as (fig, (ax1, ax2)):
+            for kind in dict.fromkeys(r["kind"] for r in rows):
+                pts = [(r["n"], r["time_s"]) for r in rows if r["kind"] == kind and np.isfinite(r["time_s"])]
+                if pts:
+                    ax1.plot(*zip(*pts), marker="o", label=kind)
+            ax1.set(xscale="log", yscale="log", xlabel="N (items)", ylabel="time to greedy-DiSF value (s)")
+            ax1.set_title(f"Fig. 4 analogue, keep {args.ratio:.0%}, d={args.d} (synthetic)", fontsize=9)
+            ax1.legend(fontsize=7)
+            for r in batch_ratios:
+                pts = [(row["n"], row["step_over_pass"]) for row in rows if row.get("batch_ratio") == r]
+                ax2.plot(*zip(*pts), marker="s", label=f"batch_ratio={r}")
+            ax2.set(xscale="log", yscale="log", xlabel="N (items)", ylabel="DataMask step / (G x N_b mask @ N_b x d)")
+            ax2.set_title(f"Step time vs one streaming pass, G={args.group_size}", fontsize=9)
+            ax2.legend(fontsize=7)
 
-        metrics = {f"{r['kind']}_n{r['n']}_{k}": r[k] for r in rows
-                   for k in ("time_s", "value", "step_over_pass") if k in r and r[k] is not None}
-        log_benchmark("datamask_time_to_greedy", files=[args.out / "datamask_time_to_greedy.csv",
-                                                        args.out / "datamask_time_to_greedy.png"],
-                      params={**vars(args), "out": str(args.out)}, metrics=metrics,
-                      tags={"paper": "DATAMASK", "artefact": "fig4_selection_time", "data": data_label})
-
+    metrics = {f"{r['kind']}_n{r['n']}_{k}": r[k] for r in rows
+               for k in ("time_s", "value", "step_over_pass") if k in r and r[k] is not None}
+    log = None if args.no_mlflow else dict(
+        name="datamask_time_to_greedy", params={**vars(args), "out": str(args.out)}, metrics=metrics,
+        tags={"paper": "DATAMASK", "artefact": "fig4_selection_time", "data": data_label})
+    bench.write_result(rows, args.out / "datamask_time_to_greedy.csv", plot=plot, log=log, columns=fields)
 
 if __name__ == "__main__":
     main()

@@ -1,24 +1,11 @@
 """Greedy DiSF (DiSF Algorithm 1, b = 1024): official vs fast, real embeddings, two cases.
 
-``official`` is the DiSF code's algorithm (hunger_select / cal_corre: every
-candidate set re-standardised, a d x d correlation matrix per candidate);
-``fast`` scores all candidates of a pick with batched closed-form products
-(pair rows of U while |U| is small, U's d x d moments past the crossover).
-Both start from the same random first pick and must pick identical items.
-
-- case "16 picks" (the official default, 16 of each 1,024): d = 384 (MiniLM of
-  the bundled corpus) and d = 768 (two real MiniLM views of each document
-  concatenated: no 768-d model is offline);
-- case "10% kept" (102 of each 1,024, as a selection keeping 10% makes):
-  d = 256 static (model2vec distilled from the packaged MiniLM, the production
-  embedder of the selection pipeline); also times ``fast`` restricted to the
-  pair rows (the form before the moment form; its per-pick cost grows as |U|^2).
-
-The CSV gives the time ratios, the DiSF value and the DiSF dominance score
-(top-10 eigenvalue share, Sec. 2.3) of the official, fast and a uniformly random
-selection of the same size. Writes benchmarks/results/disf_greedy.csv and .png
-and logs them to MLflow. Rows of a case not run (``--cases``) are kept from the
-existing CSV, so each case can be run on its own (each takes ~1-2 minutes).
+``official`` is the DiSF code's algorithm (a d x d correlation matrix per candidate); ``fast`` scores all
+candidates of a pick with batched closed-form products; both must pick identical items. Cases: "16 picks" (the
+official default, d = 384 MiniLM and d = 768 two concatenated MiniLM views) and "10% kept" (d = 256 static;
+also ``fast`` restricted to pair rows). Time ratios, DiSF value and dominance score (top-10 eigenvalue share)
+of official, fast and random selections. Writes benchmarks/results/disf_greedy.csv and .png, logs to MLflow;
+rows of a case not run (``--cases``) are kept from the existing CSV.
 
     .venv/bin/python benchmarks/selection/bench_disf_greedy.py                    # both cases
     .venv/bin/python benchmarks/selection/bench_disf_greedy.py --cases kept       # 10% kept only
@@ -26,35 +13,27 @@ existing CSV, so each case can be run on its own (each takes ~1-2 minutes).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import sys
 import time
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from real_embeddings import real_embeddings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_embeddings import real_embeddings  # noqa: E402
+from curation.selection import greedy, select
+from curation.selection.diagnostics import dominance_scores
+from curation.selection.objectives import disf
 
-from curation.selection import greedy, select  # noqa: E402
-from curation.selection.diagnostics import dominance_scores  # noqa: E402
-from curation.selection.objectives import disf  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import ROOT, loadavg3 as loadavg  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
-ROOT = Path(__file__).resolve().parents[2]
 STATIC_CACHE = ROOT / "data" / "04_feature" / "bench_selection_static256.npy"
 CASES = {"16": "16 picks", "kept": "10% kept"}
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def static_embeddings(n: int) -> np.ndarray:
@@ -63,14 +42,11 @@ def static_embeddings(n: int) -> np.ndarray:
         x = np.load(STATIC_CACHE)
         if len(x) >= n:
             return x[:n]
-    import pandas as pd
-
     from curation.embedding import EmbedderConfig, make_embedder
 
     emb = make_embedder(EmbedderConfig(backend="static", dim=256, pca_dims=256, max_seq_length=256,
                                        show_progress=False, device="cpu"))
-    paths = sorted((ROOT / "data" / "01_raw" / "corpus").glob("corpus-*.parquet"))
-    texts = pd.concat([pd.read_parquet(p, columns=["text"]) for p in paths])["text"].head(n).tolist()
+    texts = bench.bundled(["text"])["text"].head(n).tolist()
     x = np.asarray(emb.encode(texts).embeddings, dtype=np.float32)
     STATIC_CACHE.parent.mkdir(parents=True, exist_ok=True)
     np.save(STATIC_CACHE, x)
@@ -149,25 +125,17 @@ def run_case(case: str, dim: int, batches: int, picks: int, args) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="16,kept", help="16 (16 picks per batch) and/or kept (10%% kept)")
-    parser.add_argument("--batches", type=int, default=3, help="DiSF batches of b items (16 picks, d = 384)")
-    parser.add_argument("--batch-size", type=int, default=1024, help="b of DiSF Algorithm 1")
-    parser.add_argument("--picks", type=int, default=16, help="picks per batch (official default 16 of 1024)")
-    parser.add_argument("--dims", default="384,768", help="d of the 16-picks case")
-    parser.add_argument("--batches-768", type=int, default=1,
-                        help="batches at d=768 (the official run takes ~4x longer per batch than at 384)")
-    parser.add_argument("--kept-fraction", type=float, default=0.1, help="fraction kept per batch (kept case)")
-    parser.add_argument("--kept-batches", type=int, default=2,
-                        help="batches of the kept case (official: ~30 s per batch at d = 256, loaded machine)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (1: on a shared, loaded 2-core machine 2 threads ran 10x slower)")
-    parser.add_argument("--fast-repeats", type=int, default=9, help="timed runs of fast (median reported)")
-    parser.add_argument("--pairs-repeats", type=int, default=3, help="timed runs of fast with pair rows only")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--no-mlflow", action="store_true")
-    args = parser.parse_args()
+    args = bench.parser(
+        __doc__, cases=("16,kept", "16 (16 picks per batch) and/or kept (10%% kept)"),
+        batches=(3, "DiSF batches of b items (16 picks, d = 384)"), batch_size=(1024, "b of DiSF Algorithm 1"),
+        picks=(16, "picks per batch (official default 16 of 1024)"), dims=("384,768", "d of the 16-picks case"),
+        batches_768=(1, "batches at d=768 (the official run takes ~4x longer per batch than at 384)"),
+        kept_fraction=(0.1, "fraction kept per batch (kept case)"),
+        kept_batches=(2, "batches of the kept case (official: ~30 s per batch at d = 256, loaded machine)"),
+        threads=(1, "torch threads (1: on a shared, loaded 2-core machine 2 threads ran 10x slower)"),
+        fast_repeats=(9, "timed runs of fast (median reported)"),
+        pairs_repeats=(3, "timed runs of fast with pair rows only"), seed=0, out=bench.RESULTS,
+        mlflow=True).parse_args()
     torch.set_num_threads(args.threads)
     cases = args.cases.split(",")
     if not set(cases) <= set(CASES):
@@ -178,35 +146,26 @@ def main() -> None:
             rows += run_case("16", dim, args.batches_768 if dim == 768 else args.batches, args.picks, args)
     if "kept" in cases:
         rows += run_case("kept", 256, args.kept_batches, round(args.kept_fraction * args.batch_size), args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    csv_path, png_path = args.out / "disf_greedy.csv", args.out / "disf_greedy.png"
+    csv_path = args.out / "disf_greedy.csv"
     run_cases = {CASES[c] for c in cases}
     if csv_path.exists():  # keep the rows of the cases not run now
         with open(csv_path, newline="") as fh:
             old = [_legacy(r) for r in csv.DictReader(fh)]
         old = [r for r in old if r["case"] not in run_cases]
         rows = [{k: r.get(k) for k in rows[0]} for r in old] + rows
-    with open(csv_path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
     for r in rows:
         print(r)
-    plot(rows, png_path)
-    print(f"wrote {csv_path} and .png")
-    if not args.no_mlflow:
-        from curation.tracking.benchmarks import log_benchmark
-
-        slug = {"16 picks": "p16", "10% kept": "kept10"}
-        metrics = {f"{slug[r['case']]}_d{r['d']}_{r['selection'].split(' ')[0]}"
-                   f"{'_pairs' if 'pair' in r['selection'] else ''}_{k}": float(r[k])
-                   for r in rows if r["case"] in run_cases
-                   for k in ("wall_time_s", "cpu_time_s", "disf_value", "dominance_top10",
-                             "speed_ratio_official_over_this", "cpu_ratio_official_over_this")
-                   if r[k] not in (None, "")}
-        log_benchmark("disf_greedy_official_vs_fast", files=[csv_path, png_path],
-                      params={**vars(args), "out": str(args.out)}, metrics=metrics,
-                      tags={"paper": "DiSF", "artefact": "fig4_selection_time", "data": "MiniLM / static, bundled corpus"})
+    slug = {"16 picks": "p16", "10% kept": "kept10"}
+    metrics = {f"{slug[r['case']]}_d{r['d']}_{r['selection'].split(' ')[0]}"
+               f"{'_pairs' if 'pair' in r['selection'] else ''}_{k}": float(r[k])
+               for r in rows if r["case"] in run_cases
+               for k in ("wall_time_s", "cpu_time_s", "disf_value", "dominance_top10",
+                         "speed_ratio_official_over_this", "cpu_ratio_official_over_this")
+               if r[k] not in (None, "")}
+    log = None if args.no_mlflow else dict(
+        name="disf_greedy_official_vs_fast", params={**vars(args), "out": str(args.out)}, metrics=metrics,
+        tags={"paper": "DiSF", "artefact": "fig4_selection_time", "data": "MiniLM / static, bundled corpus"})
+    bench.write_result(rows, csv_path, plot=plot, log=log, columns=list(rows[0]))
 
 
 def _legacy(row: dict) -> dict:
@@ -225,7 +184,11 @@ def _legacy(row: dict) -> dict:
 def plot(rows: list[dict], png_path: Path) -> None:
     keys = list(dict.fromkeys((r["case"], str(r["d"])) for r in rows))
     labels = [f"{c}\nd={d}" for c, d in keys]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    with bench.figure(png_path, 1, 2, figsize=(11, 4), dpi=120) as (fig, axes):
+        _draw(axes, rows, keys, labels)
+
+
+def _draw(axes, rows, keys, labels) -> None:
     x = np.arange(len(keys))
     names = ("fast", "fast (pair rows only)", "official")
     for k, name in enumerate(names):
@@ -252,8 +215,6 @@ def plot(rows: list[dict], png_path: Path) -> None:
     axes[1].set_ylabel("dominance score, top-10 eigenvalue share")
     axes[1].set_title("DiSF Sec. 2.3 (lower = less collapse)", fontsize=9)
     axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=120)
 
 
 if __name__ == "__main__":
