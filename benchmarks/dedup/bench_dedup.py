@@ -1,21 +1,11 @@
 """Dedup stages measured (issue 23 item 5).
 
-``quality``: the bundled corpus (16,513 documents) + 200 injected copies of each kind -- exact (case and
-white space changed), 1 %, 3 %, 10 % of words replaced, first paragraph moved to the end -- under new ids,
-through the sharded ingest (exact + MinHash near dedup, decontamination off). Each copy's truth is the
-exact Jaccard of its 5-gram shingle set with its original's (a near-duplicate iff >= 0.8). Per kind:
-recall (rejected / true near-duplicates), precision (true / rejected), and the same with ``verify=false``
-(every LSH candidate pair counts). Also the bundled corpus's own pairs with Jaccard >= 0.8 (candidates from
-a 25 x 4-band LSH, P(candidate | J = 0.8) > 0.99999, verified exactly) and its exact duplicates.
-
-``scale``: the MinHash stage alone (signatures + band buckets per shard, then candidate pairs,
-verification, components) on the REPLICATED corpus (benchmarks/scale/make_corpus.py: every text a copy of
-a bundled one) at 100k (and 1M) documents, in a child process: seconds, docs/s per core, peak RSS of
-the process tree, load average before/after. Two modes: ``copies`` (as replicated: ~98 % of documents
-are duplicates, the worst case for the pair and union-find steps) and ``salted`` (each replica's words
-interleaved with a replica token every 4 words: no 5-gram shared across replicas, so no duplicates, as a
-clean crawl; the salting is timed apart and left out). Band buckets scale with the corpus
-(``--docs-per-bucket``).
+``quality``: the bundled corpus + 200 injected copies of each kind (exact, 1/3/10 % of words replaced,
+paragraph moved) through the sharded ingest; each copy's truth is the exact 5-gram Jaccard with its original
+(near-duplicate iff >= 0.8): recall and precision per kind, with and without ``verify``, and the corpus's own
+pairs (25 x 4-band LSH candidates verified exactly). ``scale``: the MinHash stage alone on the REPLICATED
+corpus (``make_corpus.py``) in a child process, ``copies`` (~98 % duplicates) and ``salted`` (no duplicates);
+seconds, docs/s per core, peak RSS of the process tree, load before/after.
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/dedup/bench_dedup.py quality
     flock /tmp/bench.lock .venv/bin/python benchmarks/dedup/bench_dedup.py scale --sizes 100000 1000000
@@ -25,34 +15,18 @@ Writes benchmarks/results/dedup_quality.csv/.png and dedup_scale.csv/.png.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import itertools
-import json
-import os
 import sys
 import tempfile
 import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import RESULTS, bundled, loadavg  # noqa: E402
 
 KINDS = [("exact", 0.0), ("words", 0.01), ("words", 0.03), ("words", 0.10), ("paragraphs", 0.0)]
-
-
-def loadavg() -> float:
-    return float(Path("/proc/loadavg").read_text().split()[0])
-
-
-def bundled():
-    import pandas as pd
-
-    files = sorted((ROOT / "data" / "01_raw" / "corpus").glob("corpus-*.parquet"))
-    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
 
 
 def corpus_pairs(originals, threshold: float = 0.8) -> dict:
@@ -144,9 +118,7 @@ def quality(args) -> None:
                     "lsh_false_positive_pairs": out.metrics.get("lsh_false_positive_pairs"),
                     "ingest_seconds": round(seconds, 1), "load_before": before, "load_after": loadavg(), **summary})
                 print(rows[-1], flush=True)
-    out_csv = RESULTS / "dedup_quality.csv"
-    write_csv(rows, out_csv)
-    plot_quality(copies, rows, out_csv.with_suffix(".png"))
+    bench.write_result(rows, RESULTS / "dedup_quality.csv", plot=lambda rows, png: plot_quality(copies, rows, png))
 
 
 CHILD = textwrap.dedent("""
@@ -195,7 +167,7 @@ CHILD = textwrap.dedent("""
 
 def scale(args) -> None:
     from make_corpus import make_corpus
-    from process_tree import run_measured
+    from process_tree import run_json
 
     rows = []
     for n, mode in itertools.product(args.sizes, args.modes):
@@ -203,108 +175,69 @@ def scale(args) -> None:
         buckets = max(16, n // args.docs_per_bucket)
         with tempfile.TemporaryDirectory(dir=args.corpus_dir) as work:
             before = loadavg()
-            env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-            run = run_measured([sys.executable, "-c", CHILD, str(corpus), work, mode, str(buckets)], env=env)
-            if run.returncode != 0:
-                raise RuntimeError(run.stderr[-3000:])
-            result = json.loads(run.stdout.strip().splitlines()[-1])
+            result = run_json([CHILD, str(corpus), work, mode, str(buckets)])
             row = {"stage": "minhash", "docs": result["rows"], "seconds": round(result["seconds"], 1),
                    "signature_seconds": round(result["signature_seconds"], 1),
                    "bucket_seconds": round(result["bucket_seconds"], 1),
                    "docs_per_s_per_core": round(result["rows"] / result["seconds"], 1),
                    "signature_docs_per_s_per_core": round(result["rows"] / result["signature_seconds"], 1),
-                   "peak_rss_mb": round(run.peak_rss_mb, 1), "cores": 1,
+                   "peak_rss_mb": round(result["peak_rss_mb"], 1), "cores": 1,
                    "candidate_pairs": result["candidate_pairs"], "near_duplicates": result["near_duplicates"],
                    "pairs_verified_by_text": result.get("lsh_pairs_verified"),
                    "corpus": mode, "buckets": buckets, "load_before": before, "load_after": loadavg()}
             rows.append(row)
             print(row, flush=True)
-    out = RESULTS / "dedup_scale.csv"
-    if args.append and out.is_file():
-        with out.open() as handle:
-            rows = [{k: _num(v) for k, v in r.items()} for r in csv.DictReader(handle)] + rows
-    write_csv(rows, out)
-    plot_scale(rows, out.with_suffix(".png"))
-
-
-def _num(value: str):
-    try:
-        return float(value) if "." in value else int(value)
-    except ValueError:
-        return value
-
-
-def write_csv(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(path)
+    bench.write_result(rows, RESULTS / "dedup_scale.csv", plot=plot_scale, append=args.append)
 
 
 def plot_quality(copies, rows, path: Path) -> None:
-    import matplotlib
     import numpy as np
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     from curation.dedup.minhash import candidate_probability
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    s = np.linspace(0, 1, 201)
-    ax1.plot(s, candidate_probability(s, 14, 8), label="P(candidate), 14 bands x 8 rows")
-    ax1.axvline(0.8, color="grey", ls=":", label="threshold 0.8")
-    for kind, group in copies.groupby("kind", sort=False):
-        ax1.scatter(group["jaccard"], np.full(len(group), 0.02 + 0.04 * list(copies["kind"].unique()).index(kind)),
-                    s=6, label=f"copies: {kind}")
-    ax1.set_xlabel("exact Jaccard of 5-gram shingles with the original")
-    ax1.set_ylabel("probability")
-    ax1.legend(fontsize=7, loc="center left")
-    verified = [r for r in rows if r["verify"]]
-    kinds = [r["kind"] for r in verified]
-    x = np.arange(len(kinds))
-    ax2.bar(x - 0.2, [r["rejected"] / r["copies"] for r in verified], 0.4, label="rejected (verify on)")
-    ax2.bar(x + 0.2, [r["rejected"] / r["copies"] for r in rows if not r["verify"]], 0.4, label="rejected (verify off)")
-    ax2.plot(x, [r["true_near_duplicates"] / r["copies"] for r in verified], "k_", ms=20, mew=2,
-             label="share with Jaccard >= 0.8")
-    ax2.set_xticks(x, kinds, fontsize=8)
-    ax2.set_ylabel("share of the 200 copies")
-    ax2.legend(fontsize=7)
-    fig.suptitle("Dedup on the bundled corpus + injected copies")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(path)
+    with bench.figure(path, 1, 2, figsize=(11, 4)) as (fig, (ax1, ax2)):
+        s = np.linspace(0, 1, 201)
+        ax1.plot(s, candidate_probability(s, 14, 8), label="P(candidate), 14 bands x 8 rows")
+        ax1.axvline(0.8, color="grey", ls=":", label="threshold 0.8")
+        for kind, group in copies.groupby("kind", sort=False):
+            ax1.scatter(group["jaccard"], np.full(len(group), 0.02 + 0.04 * list(copies["kind"].unique()).index(kind)),
+                        s=6, label=f"copies: {kind}")
+        ax1.set_xlabel("exact Jaccard of 5-gram shingles with the original")
+        ax1.set_ylabel("probability")
+        ax1.legend(fontsize=7, loc="center left")
+        verified = [r for r in rows if r["verify"]]
+        kinds = [r["kind"] for r in verified]
+        x = np.arange(len(kinds))
+        ax2.bar(x - 0.2, [r["rejected"] / r["copies"] for r in verified], 0.4, label="rejected (verify on)")
+        ax2.bar(x + 0.2, [r["rejected"] / r["copies"] for r in rows if not r["verify"]], 0.4,
+                label="rejected (verify off)")
+        ax2.plot(x, [r["true_near_duplicates"] / r["copies"] for r in verified], "k_", ms=20, mew=2,
+                 label="share with Jaccard >= 0.8")
+        ax2.set_xticks(x, kinds, fontsize=8)
+        ax2.set_ylabel("share of the 200 copies")
+        ax2.legend(fontsize=7)
+        fig.suptitle("Dedup on the bundled corpus + injected copies")
 
 
 def plot_scale(rows, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
-    for mode in dict.fromkeys(r["corpus"] for r in rows):
-        part = sorted((r for r in rows if r["corpus"] == mode), key=lambda r: r["docs"])
-        docs = [r["docs"] for r in part]
-        ax1.plot(docs, [r["docs_per_s_per_core"] for r in part], "o-", label=f"{mode}: whole stage")
-        ax1.plot(docs, [r["signature_docs_per_s_per_core"] for r in part], "s--", label=f"{mode}: signatures")
-        ax2.plot(docs, [r["peak_rss_mb"] for r in part], "o-", label=mode)
-    ax1.set_xscale("log"); ax1.set_xlabel("documents (replicated corpus)"); ax1.set_ylabel("docs/s per core")
-    ax1.legend(fontsize=7)
-    ax2.legend(fontsize=7)
-    ax2.set_xscale("log"); ax2.set_xlabel("documents"); ax2.set_ylabel("peak RSS (MB)")
-    ax2.set_ylim(bottom=0)
-    loads = [float(r["load_before"]) for r in rows] + [float(r["load_after"]) for r in rows]
-    fig.suptitle(f"MinHash stage, 1 process (load average {min(loads):.1f}-{max(loads):.1f} on 2 cores)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(path)
+    with bench.figure(path, 1, 2, figsize=(9, 3.5)) as (fig, (ax1, ax2)):
+        for mode in dict.fromkeys(r["corpus"] for r in rows):
+            part = sorted((r for r in rows if r["corpus"] == mode), key=lambda r: r["docs"])
+            docs = [r["docs"] for r in part]
+            ax1.plot(docs, [r["docs_per_s_per_core"] for r in part], "o-", label=f"{mode}: whole stage")
+            ax1.plot(docs, [r["signature_docs_per_s_per_core"] for r in part], "s--", label=f"{mode}: signatures")
+            ax2.plot(docs, [r["peak_rss_mb"] for r in part], "o-", label=mode)
+        ax1.set(xscale="log", xlabel="documents (replicated corpus)", ylabel="docs/s per core")
+        ax2.set(xscale="log", xlabel="documents", ylabel="peak RSS (MB)")
+        ax1.legend(fontsize=7)
+        ax2.legend(fontsize=7)
+        ax2.set_ylim(bottom=0)
+        loads = [float(r["load_before"]) for r in rows] + [float(r["load_after"]) for r in rows]
+        fig.suptitle(f"MinHash stage, 1 process (load average {min(loads):.1f}-{max(loads):.1f} on 2 cores)")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench.parser(__doc__)
     sub = parser.add_subparsers(dest="what", required=True)
     q = sub.add_parser("quality")
     q.add_argument("--copies", type=int, default=200)

@@ -11,25 +11,11 @@ and evaluated, plus a uniform random fill from the rest of the corpus). Rows:
 - ``static_trained``: that model trained with tokenlearn on the bundled corpus
   (``models/static-tokenlearn-minilm``, ``scripts/train_static_embedder.py``).
 
-Documents: the fill is drawn only from the documents the trained model was not trained on
-(``curation.embedding.tokenlearn.is_held_out``).
-
-Columns: wall docs/s and docs per CPU-second (the second is robust to other
-processes on a shared machine), max/mean 1 - cos to ``torch`` (for 256-d
-static vectors that is undefined: NaN), and, computed on each embedder's
-vectors but judged under the MiniLM vectors:
-
-(a) ``pws_gain_share`` / ``fl_gain_share``: DataMask selections (diversity term
-    only, lam = 0, so quality does not mask the embedding's effect) of
-    ``budget`` documents; share of MiniLM's own random -> selection gain in
-    MiniLM's PWS (resp. facility location) that the selection keeps;
-(b) ``edu_roc_auc``: the Edu head (ridge on the embeddings) trained on these
-    documents' annotations, ROC-AUC on the held-out human labels;
-(c) ``dup_recall@cos>=t``: recall of MiniLM's near-duplicate pairs (cos >= t)
-    at the same threshold, ``dup_recall@K`` at the same number of pairs (each
-    embedder's own K most similar pairs), and ``semdedup_removed_recall``:
-    overlap of the documents SemDeDup removes at 90% kept;
-(d) docs/s above.
+The fill is drawn only from documents the trained model never saw. Columns: wall docs/s and docs per CPU-second,
+max/mean 1 - cos to ``torch``, and, judged under the MiniLM vectors: (a) ``pws_gain_share`` / ``fl_gain_share``
+(share of MiniLM's own random -> selection gain that DataMask selections of ``budget`` documents keep, lam = 0),
+(b) ``edu_roc_auc`` (the Edu head trained on these documents), (c) ``dup_recall@...`` (MiniLM's near-duplicate
+pairs found) and ``semdedup_removed_recall``.
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/embedding/bench_backends.py
 
@@ -38,11 +24,9 @@ Writes benchmarks/results/embedding_backends.csv/.png and logs both to MLflow.
 
 from __future__ import annotations
 
-import argparse
-import csv
-import glob
 import os
 import platform
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -50,14 +34,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+
 FORCED_SOURCES = ("dclm_human_labeled", "fineweb_edu_scorer")
 
 
 def load_documents(n: int, seed: int = 0) -> pd.DataFrame:
-    files = sorted(glob.glob(str(ROOT / "data" / "01_raw" / "corpus" / "corpus-*.parquet")))
-    df = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    df = bench.bundled()
     forced = np.flatnonzero(df["source"].isin(FORCED_SOURCES).to_numpy())
     # the fill comes from the documents the trained static model never saw (its held-out share), so
     # every row is judged on text none of the embedders was fitted to
@@ -86,19 +70,13 @@ def top_pairs(unit: np.ndarray, k: int | None = None, threshold: float | None = 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--budget", type=int, default=200)
-    ap.add_argument("--steps", type=int, default=300, help="DataMask steps per selection")
-    ap.add_argument("--seeds", type=int, default=5, help="DataMask seeds per selection (gain shares: mean +- SE)")
-    ap.add_argument("--only", default="", help="comma-separated subset of rows (debugging)")
-    ap.add_argument("--static-model", default="models/static-tokenlearn-minilm",
-                    help="the static_trained row's model folder")
-    ap.add_argument("--static-dim", type=int, default=256, help="its width")
-    ap.add_argument("--out", default=str(RESULTS / "embedding_backends"))
-    ap.add_argument("--no-mlflow", action="store_true")
-    ap.add_argument("--log-only", action="store_true", help="log an existing CSV/PNG to MLflow (no re-run)")
-    args = ap.parse_args()
+    args = bench.parser(
+        __doc__, n=2000, budget=200, steps=(300, "DataMask steps per selection"),
+        seeds=(5, "DataMask seeds per selection (gain shares: mean +- SE)"),
+        only=("", "comma-separated subset of rows (debugging)"),
+        static_model=("models/static-tokenlearn-minilm", "the static_trained row's model folder"),
+        static_dim=(256, "its width"), out=bench.RESULTS / "embedding_backends", mlflow=True,
+        log_only=(False, "log an existing CSV/PNG to MLflow (no re-run)")).parse_args()
     if args.log_only:
         log_results(Path(args.out), vars(args))
         return
@@ -112,7 +90,7 @@ def main() -> None:
     from curation.selection.objectives import facility_location, pairwise_similarity
 
     torch.set_num_threads(2)
-    load0 = os.getloadavg()[0]
+    load0 = bench.loadavg()
     docs = load_documents(args.n)
     texts = docs["text"].tolist()
     print(f"{len(texts)} documents, load {load0:.2f}", flush=True)
@@ -133,14 +111,14 @@ def main() -> None:
     rows: list[dict] = []
 
     def timed(name: str, fn) -> None:
-        la = os.getloadavg()[0]
+        la = bench.loadavg()
         w0, c0 = time.perf_counter(), time.process_time()
         v = np.asarray(fn(), dtype=np.float32)
         wall, cpu = time.perf_counter() - w0, time.process_time() - c0
         vectors[name] = v
         rows.append({"embedder": name, "n_docs": len(texts), "dim": v.shape[1], "seconds": round(wall, 2),
                      "docs_per_s": round(len(texts) / wall, 1), "docs_per_cpu_s": round(len(texts) / cpu, 1),
-                     "load_before": round(la, 2), "load_after": round(os.getloadavg()[0], 2)})
+                     "load_before": round(la, 2), "load_after": round(bench.loadavg(), 2)})
         print(f"{name:10s} {rows[-1]['docs_per_s']:8.1f} docs/s {rows[-1]['docs_per_cpu_s']:8.1f} docs/cpu-s "
               f"load {la:.1f}", flush=True)
 
@@ -231,17 +209,10 @@ def main() -> None:
         row.update(cpus=os.cpu_count(), torch_threads=2, python=platform.python_version(),
                    budget=args.budget, datamask_steps=args.steps)
 
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(out.with_suffix(".csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-    plot(out.with_suffix(".csv"), out.with_suffix(".png"))
-    print(pd.read_csv(out.with_suffix(".csv")).T.to_string())
+    bench.write_result(rows, args.out.with_suffix(".csv"), plot=lambda _, png: plot(args.out.with_suffix(".csv"), png))
+    print(pd.read_csv(args.out.with_suffix(".csv")).T.to_string())
     if not args.no_mlflow:
-        log_results(out, vars(args))
+        log_results(args.out, vars(args))
 
 
 def log_results(out: Path, params: dict) -> None:
@@ -262,37 +233,28 @@ def log_results(out: Path, params: dict) -> None:
 
 
 def plot(csv_path: Path, png_path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     df = pd.read_csv(csv_path)
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
-    ax = axes[0]
-    ax.barh(df["embedder"][::-1], df["docs_per_s"][::-1], color="#1f77b4", label="wall docs/s")
-    ax.barh(df["embedder"][::-1], df["docs_per_cpu_s"][::-1], color="none", edgecolor="k", label="docs / CPU-s")
-    ax.set_xscale("log")
-    for i, (v, c) in enumerate(zip(df["docs_per_s"][::-1], df["docs_per_cpu_s"][::-1])):
-        ax.text(max(v, c), i, f" {v:.0f} / {c:.0f}", va="center", fontsize=8)
-    ax.set_xlabel(f"documents/s (log), {int(df['n_docs'].iloc[0])} corpus docs, {int(df['cpus'].iloc[0])} cores, "
-                  f"load {df['load_before'].min():.1f}-{df['load_after'].max():.1f}")
-    ax.legend(fontsize=8)
-    ax = axes[1]
-    keys = ["pws_gain_share", "fl_gain_share", "edu_roc_auc", "dup_recall@K(cos>=0.8)", "semdedup_removed_recall"]
-    x = np.arange(len(keys))
-    width = 0.8 / len(df)
-    for i, (_, r) in enumerate(df.iterrows()):
-        ax.bar(x + i * width, [r[k] for k in keys], width, label=r["embedder"])
-    ax.set_xticks(x + 0.4 - width / 2, [k.replace("_", "\n", 1) for k in keys], fontsize=7)
-    ax.set_ylim(0, 1.1)
-    ax.axhline(1.0, color="grey", lw=0.5)
-    ax.set_title("selection agreement (judged under MiniLM vectors)", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=120)
-    plt.close(fig)
-
+    with bench.figure(png_path, 1, 2, figsize=(13, 4.5), dpi=120) as (fig, axes):
+        ax = axes[0]
+        ax.barh(df["embedder"][::-1], df["docs_per_s"][::-1], color="#1f77b4", label="wall docs/s")
+        ax.barh(df["embedder"][::-1], df["docs_per_cpu_s"][::-1], color="none", edgecolor="k", label="docs / CPU-s")
+        ax.set_xscale("log")
+        for i, (v, c) in enumerate(zip(df["docs_per_s"][::-1], df["docs_per_cpu_s"][::-1])):
+            ax.text(max(v, c), i, f" {v:.0f} / {c:.0f}", va="center", fontsize=8)
+        ax.set_xlabel(f"documents/s (log), {int(df['n_docs'].iloc[0])} corpus docs, {int(df['cpus'].iloc[0])} cores, "
+                      f"load {df['load_before'].min():.1f}-{df['load_after'].max():.1f}")
+        ax.legend(fontsize=8)
+        ax = axes[1]
+        keys = ["pws_gain_share", "fl_gain_share", "edu_roc_auc", "dup_recall@K(cos>=0.8)", "semdedup_removed_recall"]
+        x = np.arange(len(keys))
+        width = 0.8 / len(df)
+        for i, (_, r) in enumerate(df.iterrows()):
+            ax.bar(x + i * width, [r[k] for k in keys], width, label=r["embedder"])
+        ax.set_xticks(x + 0.4 - width / 2, [k.replace("_", "\n", 1) for k in keys], fontsize=7)
+        ax.set_ylim(0, 1.1)
+        ax.axhline(1.0, color="grey", lw=0.5)
+        ax.set_title("selection agreement (judged under MiniLM vectors)", fontsize=9)
+        ax.legend(fontsize=7)
 
 if __name__ == "__main__":
     main()

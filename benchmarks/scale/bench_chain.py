@@ -2,15 +2,9 @@
 pipeline=<stage>`` for ingest -> scoring -> pruning -> selection, each stage its own process,
 with the local engine and with Ray (issue #14's benchmark).
 
-Per stage: wall time, docs/s per core, peak RSS of the whole process tree (``bench_scale.measure``
-polls ``/proc`` every 0.1 s; Ray's raylet, GCS and workers included, shared pages counted once
-per process, so the Ray figure is an upper bound). The selection is DataMask on one block of
-up to 1M candidates (``selection.block_size``), ``--steps`` steps (the paper's 2,000 by default
-in the config; fewer here keeps the run short — the time per step is what scales).
-
-Corpus: ``make_corpus.py`` (the bundled corpus REPLICATED with new ids: time and memory only,
-never selection quality). Every run writes into ``run.namespace=bench_chain/<n>-<engine>`` with
-its own result cache, so nothing is reused between sizes or engines.
+Per stage: wall time, docs/s per core, peak RSS of the whole process tree (``process_tree.py``; Ray's is an
+upper bound). Selection: DataMask on one block of up to 1M candidates, ``--steps`` steps. Corpus:
+``make_corpus.py`` (REPLICATED: time and memory only); each run in its own ``run.namespace`` and cache.
 
 Run alone, under the benchmark lock:
 
@@ -21,8 +15,6 @@ Writes benchmarks/results/scale_chain.csv (+ .png) and logs them to MLflow (expe
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import os
 import shutil
@@ -31,11 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
-sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
-
-from bench_scale import loadavg  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import ROOT, loadavg  # noqa: E402
 from make_corpus import make_corpus  # noqa: E402
 from process_tree import run_measured  # noqa: E402
 
@@ -98,36 +88,22 @@ def manifest_rows(path: Path) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
-    parser.add_argument("--engines", nargs="+", default=["local", "ray"],
-                        help="local, ray, or local-wN (the local engine with N shard workers)")
-    parser.add_argument("--steps", type=int, default=200, help="DataMask steps (the per-step cost is what scales)")
-    parser.add_argument("--embedding", default="static", help="embedding config group (the fastest: static)")
-    parser.add_argument("--raters", default="fasttext_dclm,edu,wiki",
-                        help="scoring.raters (default: DATAMASK's three quality components, App. A.5; 'all' = the "
-                             "default config's six)")
-    parser.add_argument("--fasttext-threads", type=int, default=1,
-                        help="fastText training threads (1: bit-reproducible, so the local and Ray runs fit the same "
-                             "rater and their selections can be compared; the default config trains with 2)")
-    parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
-    parser.add_argument("--out", type=Path, default=RESULTS / "scale_chain.csv")
-    parser.add_argument("--keep", action="store_true", help="keep each run's data folders")
-    parser.add_argument("--append", action="store_true", help="add the rows to an existing --out CSV (e.g. 1M "
-                                                               "local only after 100k local + Ray)")
-    parser.add_argument("--no-mlflow", action="store_true")
-    parser.add_argument("--override", nargs="*", default=[],
-                        help="more Hydra overrides for every stage, e.g. data.dedup.exact=false (the replicated "
-                             "corpus is all exact copies: with dedup on, ingest keeps only the 16,513 originals)")
-    args = parser.parse_args()
+    args = bench.parser(
+        __doc__, sizes=[100_000, 300_000, 1_000_000], engines=["local", "ray"],
+        steps=(200, "DataMask steps (the per-step cost is what scales)"),
+        embedding=("static", "embedding config group (the fastest: static)"),
+        raters=("fasttext_dclm,edu,wiki", "scoring.raters (default: DATAMASK's three quality components, App. A.5; "
+                "'all' = the default config's six)"),
+        fasttext_threads=(1, "fastText training threads (1: bit-reproducible, so the local and Ray runs fit the "
+                          "same rater and their selections can be compared; the default config trains with 2)"),
+        corpus_dir=Path(tempfile.gettempdir()) / "scale_corpus", out=bench.RESULTS / "scale_chain.csv",
+        keep=(False, "keep each run's data folders"), mlflow=True,
+        append=(False, "add the rows to an existing --out CSV (e.g. 1M local only after 100k local + Ray)"),
+        override={"nargs": "*", "default": [], "help": "more Hydra overrides for every stage, e.g. "
+                  "data.dedup.exact=false (the replicated corpus is all exact copies: with dedup on, ingest keeps "
+                  "only the 16,513 originals)"}).parse_args()
 
-    rows: list[dict] = []
-    if args.append and args.out.is_file():
-        with args.out.open() as handle:
-            rows = [{k: (float(v) if k in ("seconds", "peak_rss_mb", "load_before", "load_after") or
-                         (k in SELECTION_COLUMNS and v != "") else
-                         int(v) if k in ("corpus_docs", "docs", "cores") else v) for k, v in r.items()}
-                    for r in csv.DictReader(handle)]
+    rows = bench.read_rows(args.out) if args.append and args.out.is_file() else []
     for n in args.sizes:
         corpus = make_corpus(n, args.corpus_dir / f"{n}")
         for engine in args.engines:
@@ -172,50 +148,29 @@ def main() -> None:
                     shutil.rmtree(ROOT / "data" / layer / namespace, ignore_errors=True)
             shutil.rmtree(cache, ignore_errors=True)
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-    png = plot(rows, args.out.with_suffix(".png"))
-    if not args.no_mlflow:
-        sys.path.insert(0, str(ROOT / "src"))
-        from curation.tracking.benchmarks import log_benchmark
-
-        metrics = {f"{r['stage']}_{r['engine']}_{r['corpus_docs']}_{k}": r[k] for r in rows
-                   for k in ("seconds", "peak_rss_mb") if r[k] != ""}
-        log_benchmark("scale_chain", files=[args.out, png], metrics=metrics,
-                      params={"sizes": args.sizes, "engines": args.engines, "steps": args.steps,
-                              "embedding": args.embedding, "raters": args.raters})
+    metrics = {f"{r['stage']}_{r['engine']}_{r['corpus_docs']}_{k}": r[k] for r in rows
+               for k in ("seconds", "peak_rss_mb") if r[k] != ""}
+    bench.write_result(rows, args.out, plot=plot, log=None if args.no_mlflow else dict(
+        name="scale_chain", metrics=metrics, params={"sizes": args.sizes, "engines": args.engines, "steps": args.steps,
+                                                     "embedding": args.embedding, "raters": args.raters}))
 
 
-def plot(rows: list[dict], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    engines = list(dict.fromkeys(r["engine"] for r in rows))
-    styles = dict(zip(engines, ["-", "--", ":", "-."] * 3))
-    for engine, style in styles.items():
-        for stage, marker in zip(STAGES, "osD^"):
-            sel = [r for r in rows if r["engine"] == engine and r["stage"] == stage]
-            if not sel:
-                continue
-            x = [r["corpus_docs"] for r in sel]
-            axes[0].plot(x, [r["peak_rss_mb"] for r in sel], style, marker=marker, label=f"{stage} ({engine})")
-            axes[1].plot(x, [r["seconds"] for r in sel], style, marker=marker, label=f"{stage} ({engine})")
-    axes[0].axhline(3072, color="grey", lw=0.8, ls=":")
-    axes[0].set(xlabel="documents (replicated corpus)", ylabel="peak RSS of the process tree (MB)",
-                title="memory per stage (goal: <= 3 GB at 1M)", xscale="log")
-    axes[1].set(xlabel="documents (replicated corpus)", ylabel="wall time (s)", title="time per stage",
-                xscale="log", yscale="log")
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return path
-
+def plot(rows: list[dict], path: Path) -> None:
+    with bench.figure(path, 1, 2, figsize=(12, 4.2)) as (fig, axes):
+        engines = list(dict.fromkeys(r["engine"] for r in rows))
+        for engine, style in zip(engines, ["-", "--", ":", "-."] * 3):
+            for stage, marker in zip(STAGES, "osD^"):
+                sel = [r for r in rows if r["engine"] == engine and r["stage"] == stage]
+                if sel:
+                    x = [r["corpus_docs"] for r in sel]
+                    axes[0].plot(x, [r["peak_rss_mb"] for r in sel], style, marker=marker, label=f"{stage} ({engine})")
+                    axes[1].plot(x, [r["seconds"] for r in sel], style, marker=marker, label=f"{stage} ({engine})")
+        axes[0].axhline(3072, color="grey", lw=0.8, ls=":")
+        axes[0].set(xlabel="documents (replicated corpus)", ylabel="peak RSS of the process tree (MB)",
+                    title="memory per stage (goal: <= 3 GB at 1M)", xscale="log")
+        axes[1].set(xlabel="documents (replicated corpus)", ylabel="wall time (s)", title="time per stage",
+                    xscale="log", yscale="log")
+        axes[1].legend(fontsize=7)
 
 if __name__ == "__main__":
     main()

@@ -1,37 +1,22 @@
 """Side by side with datatrove (issue #22 item 5): the same parquet shards, the same number of
 processes, two stages, each run as a user runs it (a fresh process, start-up included):
 
-* ``read_write``: read the shards -> write them;
-* ``fasttext``: read -> the same fastText model's score per document (P(``__label__hq``), DCLM
-  preprocessing: newlines -> spaces) -> write the documents with their score.
-
-curation: ``benchmarks/scale/curation_side.py`` in the project's environment (``run_shards`` with
-``EngineConfig(workers=N)``, ``ShardWriter``, the project's ``FastTextRater``). datatrove:
-``benchmarks/scale/datatrove_side.py`` in the benchmark's own environment (``--dt-python``, default
-``/work/dtvenv/bin/python``; datatrove is not a project dependency): ``LocalPipelineExecutor(tasks=
-<shards>, workers=N)`` over ``ParquetReader`` [-> ``FastTextAnnotator``] -> ``ParquetWriter``;
-``FastTextAnnotator`` is datatrove's ``FastTextClassifierFilter`` in annotate-only mode, on the
-project's fastText build (see ``datatrove_side.py``). Per run: wall seconds of the whole process,
-the engine's own seconds (after the imports, as the side reports them), peak RSS of the process
-tree (``process_tree.run_measured``), load average before and after. The two outputs are checked
-against each other (first repeat): the same ids and texts; for ``fasttext`` the largest score
-difference over every document.
-
-Corpus: ``make_corpus.py`` (the bundled corpus REPLICATED: time and memory only). ``--shards k``
-takes its first k shards (hard links in a scratch folder, the same input for both tools).
+``read_write`` (read the shards -> write them) and ``fasttext`` (read -> the same fastText model's
+P(``__label__hq``) per document -> write). curation: ``curation_side.py`` (project environment); datatrove:
+``datatrove_side.py`` in its own environment (``--dt-python``). Per run: wall and engine seconds, peak RSS of
+the process tree, load before and after; the two outputs are checked against each other (first repeat).
+Corpus: ``make_corpus.py`` (REPLICATED: time and memory only); ``--shards k`` takes its first k shards.
 
 Run alone, under the benchmark lock:
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/scale/bench_datatrove.py --n 100000 --workers 2
 
-Writes benchmarks/results/datatrove_side_by_side.csv (+ .png: the ratio curation/datatrove per
-stage, wall time and peak RSS) and logs them to MLflow (experiment ``benchmarks``).
+Writes benchmarks/results/datatrove_side_by_side.csv (+ .png: the ratio curation/datatrove per stage) and
+logs them to MLflow (experiment ``benchmarks``).
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import glob
 import json
 import os
@@ -41,12 +26,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
-HERE = ROOT / "benchmarks" / "scale"
-sys.path.insert(0, str(HERE))
-
-from bench_scale import loadavg  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import ROOT, SCALE as HERE, loadavg  # noqa: E402
 from make_corpus import make_corpus  # noqa: E402
 from process_tree import run_measured  # noqa: E402
 
@@ -139,18 +121,15 @@ def compare(outputs: dict[str, Path], stage: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000, help="corpus documents (make_corpus.py; 10k per shard)")
-    parser.add_argument("--shards", type=int, default=0, help="use the first k shards only (0 = all)")
-    parser.add_argument("--workers", type=int, default=2, help="processes, the same for both tools")
-    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
-    parser.add_argument("--repeats", type=int, default=3, help="runs per tool and stage (alternating which goes "
-                                                               "first); the ratio is of the medians")
-    parser.add_argument("--model", default=default_model(), help="fastText .bin (with the project's .json sidecar)")
-    parser.add_argument("--dt-python", default="/work/dtvenv/bin/python", help="python of the datatrove venv")
-    parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
-    parser.add_argument("--out", type=Path, default=RESULTS / "datatrove_side_by_side.csv")
-    parser.add_argument("--no-mlflow", action="store_true")
+    parser = bench.parser(
+        __doc__, n=(100_000, "corpus documents (make_corpus.py; 10k per shard)"),
+        shards=(0, "use the first k shards only (0 = all)"), workers=(2, "processes, the same for both tools"),
+        stages={"nargs": "+", "default": list(STAGES), "choices": STAGES},
+        repeats=(3, "runs per tool and stage (alternating which goes first); the ratio is of the medians"),
+        model=(default_model(), "fastText .bin (with the project's .json sidecar)"),
+        dt_python=("/work/dtvenv/bin/python", "python of the datatrove venv"),
+        corpus_dir=Path(tempfile.gettempdir()) / "scale_corpus", out=bench.RESULTS / "datatrove_side_by_side.csv",
+        mlflow=True)
     args = parser.parse_args()
     if "fasttext" in args.stages and not (args.model and Path(args.model).is_file()):
         parser.error(f"no fastText model at {args.model!r} (--model)")
@@ -192,22 +171,11 @@ def main() -> None:
     summary = ratios(rows)
     for s in summary:
         print(s)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(dict.fromkeys(k for r in rows + summary for k in r)),
-                                restval="")
-        writer.writeheader()
-        writer.writerows(rows + summary)
-    png = plot(summary, args.out.with_suffix(".png"))
-    if not args.no_mlflow:
-        sys.path.insert(0, str(ROOT / "src"))
-        from curation.tracking.benchmarks import log_benchmark
-
-        metrics = {f"{s['stage']}_{k}": s[k] for s in summary for k in s
-                   if k not in ("stage", "tool", "docs", "workers")}
-        log_benchmark("datatrove_side_by_side", files=[args.out, png], metrics=metrics,
-                      params={"n": args.n, "shards": args.shards, "workers": args.workers,
-                              "repeats": args.repeats, "model": args.model})
+    metrics = {f"{s['stage']}_{k}": s[k] for s in summary for k in s if k not in ("stage", "tool", "docs", "workers")}
+    bench.write_result(rows + summary, args.out, plot=lambda _, png: plot(summary, png), log=None if args.no_mlflow
+                       else dict(name="datatrove_side_by_side", metrics=metrics, params={
+                           "n": args.n, "shards": args.shards, "workers": args.workers, "repeats": args.repeats,
+                           "model": args.model}))
 
 
 def ratios(rows: list[dict]) -> list[dict]:
@@ -232,34 +200,25 @@ def ratios(rows: list[dict]) -> list[dict]:
     return out
 
 
-def plot(summary: list[dict], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    stages = [s["stage"] for s in summary]
-    x = range(len(stages))
-    width = 0.38
-    axes[0].bar([i - width / 2 for i in x], [s["curation_seconds"] for s in summary], width, label="curation")
-    axes[0].bar([i + width / 2 for i in x], [s["datatrove_seconds"] for s in summary], width, label="datatrove")
-    axes[0].set(xticks=list(x), xticklabels=stages, ylabel="wall s (whole process, median)",
-                title=(f"{summary[0]['docs']:,} documents, {summary[0]['workers']} processes, load "
-                       f"{min(s['load_min'] for s in summary)}-{max(s['load_max'] for s in summary)}")
-                if summary else "")
-    axes[0].legend()
-    for key, offset, label in (("ratio_seconds", -width / 2, "wall time"), ("ratio_peak_rss", width / 2, "peak RSS")):
-        bars = axes[1].bar([i + offset for i in x], [s[key] for s in summary], width, label=label)
-        axes[1].bar_label(bars, fmt="%.2f")
-    axes[1].axhline(1.0, color="grey", lw=0.8, ls=":")
-    axes[1].set(xticks=list(x), xticklabels=stages, ylabel="curation / datatrove (< 1: curation better)",
-                title="ratio per stage")
-    axes[1].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return path
-
+def plot(summary: list[dict], path: Path) -> None:
+    with bench.figure(path, 1, 2, figsize=(10, 4)) as (fig, axes):
+        stages = [s["stage"] for s in summary]
+        x = range(len(stages))
+        width = 0.38
+        axes[0].bar([i - width / 2 for i in x], [s["curation_seconds"] for s in summary], width, label="curation")
+        axes[0].bar([i + width / 2 for i in x], [s["datatrove_seconds"] for s in summary], width, label="datatrove")
+        axes[0].set(xticks=list(x), xticklabels=stages, ylabel="wall s (whole process, median)",
+                    title=(f"{summary[0]['docs']:,} documents, {summary[0]['workers']} processes, load "
+                           f"{min(s['load_min'] for s in summary)}-{max(s['load_max'] for s in summary)}")
+                    if summary else "")
+        axes[0].legend()
+        for key, offset, label in (("ratio_seconds", -width / 2, "wall time"), ("ratio_peak_rss", width / 2, "peak RSS")):
+            bars = axes[1].bar([i + offset for i in x], [s[key] for s in summary], width, label=label)
+            axes[1].bar_label(bars, fmt="%.2f")
+        axes[1].axhline(1.0, color="grey", lw=0.8, ls=":")
+        axes[1].set(xticks=list(x), xticklabels=stages, ylabel="curation / datatrove (< 1: curation better)",
+                    title="ratio per stage")
+        axes[1].legend()
 
 if __name__ == "__main__":
     main()

@@ -1,21 +1,10 @@
 """Per-shard stages at 100k / 300k (/ 1M) documents: wall time, docs/s per core and peak RSS
 of the whole process tree, local engine vs Ray vs today's whole-frame code.
 
-Corpus: ``make_corpus.py`` (the bundled corpus REPLICATED with new ids: for scale only).
-Each measurement runs in a fresh child process; this parent polls ``/proc`` every 0.1 s and
-sums the RSS of the child and all its descendants (Ray's raylet, GCS and workers included;
-shared pages such as Ray's object store are counted once per process that maps them, so
-the Ray numbers are an upper bound).
-
-Stages:
-
-- ``ingest``: validation of every shard + the cross-shard duplicate-id pass
-  (:func:`curation.data.ingest.ingest_shards`); ``whole_frame`` is the ingest the project
-  had before (every shard kept, one set of all ids, ``pd.concat``), run at the smallest size.
-- ``signals``: the 11 RedPajama signals (:class:`curation.scoring.redpajama.RedPajamaSignals`)
-  per document shard (:func:`curation.scoring.stages.signals_shard`), written as attribute
-  shards aligned with it; on ``--signals-docs``
-  documents (the signals are ~1 ms/document/core, so not on the whole corpus).
+Corpus: ``make_corpus.py`` (the bundled corpus REPLICATED with new ids: for scale only); each measurement in
+a fresh child process whose process tree's RSS is polled (``process_tree.py``; Ray's figure is an upper bound).
+Stages: ``ingest`` (validation + cross-shard duplicate ids; ``whole_frame``: the ingest before, at the smallest
+size) and ``signals`` (the 11 RedPajama signals per shard, on ``--signals-docs`` documents).
 
 Run only under the benchmark lock:
 
@@ -26,21 +15,17 @@ Writes benchmarks/results/scale.csv (+ .png) and logs them to MLflow (experiment
 
 from __future__ import annotations
 
-import argparse
-import csv
-import json
 import os
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
-sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import loadavg  # noqa: E402
 from make_corpus import make_corpus  # noqa: E402
-from process_tree import run_measured  # noqa: E402
+from process_tree import run_json  # noqa: E402
 
 CHILD = textwrap.dedent("""
     import json, sys, time
@@ -117,20 +102,6 @@ SIGNALS_CHILD = textwrap.dedent("""
 """)
 
 
-def measure(argv: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RAY_DEDUP_LOGS": "0"}
-    run = run_measured([sys.executable, "-c", *argv], env=env)
-    if run.returncode != 0:
-        raise RuntimeError(run.stderr[-3000:])
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    result["peak_rss_mb"] = run.peak_rss_mb
-    return result
-
-
-def loadavg() -> float:
-    return float(Path("/proc/loadavg").read_text().split()[0])
-
-
 def cores_of(engine: str) -> int:
     """Cores an engine uses: Ray's local instance 2, the local engine's workers the CPUs available."""
     if engine == "ray":
@@ -141,16 +112,12 @@ def cores_of(engine: str) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000])
     # local: one shard at a time in the driver (data.workers=1); local-wN: N worker processes (bench_chain's name)
-    parser.add_argument("--engines", nargs="+", default=["local", "ray"])
-    parser.add_argument("--signals-docs", type=int, default=8_000, help="documents for the signals stage (0 = skip)")
-    parser.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
-    parser.add_argument("--out", type=Path, default=RESULTS / "scale.csv")
-    parser.add_argument("--no-mlflow", action="store_true")
-    parser.add_argument("--no-whole-frame", action="store_true", help="skip the whole-frame baseline (it holds the corpus)")
-    args = parser.parse_args()
+    args = bench.parser(__doc__, sizes=[100_000, 300_000], engines=["local", "ray"],
+                        signals_docs=(8_000, "documents for the signals stage (0 = skip)"),
+                        corpus_dir=Path(tempfile.gettempdir()) / "scale_corpus", out=bench.RESULTS / "scale.csv",
+                        mlflow=True, no_whole_frame=(False, "skip the whole-frame baseline (it holds the corpus)")
+                        ).parse_args()
 
     rows: list[dict] = []
 
@@ -169,7 +136,7 @@ def main() -> None:
         for engine in engines:
             with tempfile.TemporaryDirectory(dir=args.corpus_dir) as work:
                 before = loadavg()
-                result = measure([CHILD, "ingest", engine, str(corpus), work, "0"])
+                result = run_json([CHILD, "ingest", engine, str(corpus), work, "0"], RAY_DEDUP_LOGS="0")
                 record("ingest", engine, n, result, cores_of(engine), before)
     if args.signals_docs:
         # Shards of signals_docs / 4 rows, so two Ray workers have shards to share.
@@ -179,48 +146,30 @@ def main() -> None:
         for engine in ["whole_frame", *args.engines]:
             with tempfile.TemporaryDirectory(dir=args.corpus_dir) as work:
                 before = loadavg()
-                result = measure([SIGNALS_CHILD, engine, str(corpus), work, str(shards)])
+                result = run_json([SIGNALS_CHILD, engine, str(corpus), work, str(shards)], RAY_DEDUP_LOGS="0")
                 record("signals", engine, args.signals_docs, result, cores_of(engine), before)
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    png = plot(rows, args.out.with_suffix(".png"))
-    if not args.no_mlflow:
-        sys.path.insert(0, str(ROOT / "src"))
-        from curation.tracking.benchmarks import log_benchmark
-
-        metrics = {f"{r['stage']}_{r['engine']}_{r['corpus_docs']}_{k}": r[k] for r in rows
-                   for k in ("seconds", "docs_per_s_per_core", "peak_rss_mb")}
-        log_benchmark("scale_shards", files=[args.out, png], metrics=metrics,
-                      params={"sizes": args.sizes, "engines": args.engines, "signals_docs": args.signals_docs})
+    metrics = {f"{r['stage']}_{r['engine']}_{r['corpus_docs']}_{k}": r[k] for r in rows
+               for k in ("seconds", "docs_per_s_per_core", "peak_rss_mb")}
+    bench.write_result(rows, args.out, plot=plot, log=None if args.no_mlflow else dict(
+        name="scale_shards", metrics=metrics,
+        params={"sizes": args.sizes, "engines": args.engines, "signals_docs": args.signals_docs}))
 
 
-def plot(rows: list[dict], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for engine, marker in (("local", "o"), ("ray", "s"), ("whole_frame", "^")):
-        sel = [r for r in rows if r["stage"] == "ingest" and r["engine"] == engine]
-        if sel:
-            axes[0].plot([r["corpus_docs"] for r in sel], [r["peak_rss_mb"] for r in sel], marker=marker, label=engine)
-            axes[1].plot([r["corpus_docs"] for r in sel], [r["docs_per_s_per_core"] for r in sel], marker=marker,
-                         label=engine)
-    axes[0].set(xlabel="documents (replicated corpus)", ylabel="peak RSS of the process tree (MB)",
-                title="ingest: memory", xscale="log")
-    axes[1].set(xlabel="documents (replicated corpus)", ylabel="docs/s per core", title="ingest: throughput",
-                xscale="log")
-    for ax in axes:
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return path
-
+def plot(rows: list[dict], path: Path) -> None:
+    with bench.figure(path, 1, 2, figsize=(11, 4)) as (fig, axes):
+        for engine, marker in (("local", "o"), ("ray", "s"), ("whole_frame", "^")):
+            sel = [r for r in rows if r["stage"] == "ingest" and r["engine"] == engine]
+            if sel:
+                x = [r["corpus_docs"] for r in sel]
+                axes[0].plot(x, [r["peak_rss_mb"] for r in sel], marker=marker, label=engine)
+                axes[1].plot(x, [r["docs_per_s_per_core"] for r in sel], marker=marker, label=engine)
+        axes[0].set(xlabel="documents (replicated corpus)", ylabel="peak RSS of the process tree (MB)",
+                    title="ingest: memory", xscale="log")
+        axes[1].set(xlabel="documents (replicated corpus)", ylabel="docs/s per core", title="ingest: throughput",
+                    xscale="log")
+        for ax in axes:
+            ax.legend()
 
 if __name__ == "__main__":
     main()

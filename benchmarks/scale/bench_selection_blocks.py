@@ -1,21 +1,10 @@
 """DataMask on a sharded pruned set: one 1M-item block as an independent task vs today's in-process call.
 
-Issue #14: ``select('datamask', ...)`` on one 1M x 384 block peaked at 8.3 GB RSS; the goal for the whole
-chain is 3 GB. This benchmark writes a pruned set of N synthetic unit vectors (float32, d=384; labelled
-synthetic: timing and memory only) with a quality column as S sharded datasets (``pruned_scores`` /
-``pruned_embeddings``, written shard by shard), then measures, each in a fresh child process whose process
-tree (the driver and the spawned block process) is polled every 0.1 s from /proc:
-
-* ``block_task``: :func:`curation.selection.sharded.run_datamask_blocks` with one block (block_size >= N):
-  the driver holds the quality column and the plan (8 bytes/doc each); the block process gathers its rows
-  from the memory-mapped ``.npy`` shards and runs DataMask;
-* ``in_process`` (``--baseline``): today's path, the whole matrix loaded and ``select('datamask', ...)``;
-* ``block_task_half`` (``--half-blocks``): block_size = N / 2, two block processes one after the other
-  (a smaller block than the paper's 1M: a different plan, so another selection).
-
-Both run the same seed and config at a small step count (``--steps``), so their selections must be equal
-(the CSV records both digests). Run it under ``flock /tmp/bench.lock``; the load average before and after
-each measurement is recorded (other processes on the machine may load the cores).
+Issue #14 (goal: 3 GB for the chain): N synthetic unit vectors (d=384, timing and memory only) with a quality
+column written as sharded ``pruned_scores`` / ``pruned_embeddings``, then, each in a fresh child process whose
+tree is polled: ``block_task`` (:func:`curation.selection.sharded.run_datamask_blocks`, one block),
+``in_process`` (``--baseline``: the whole matrix and ``select('datamask', ...)``) and ``block_task_half``
+(``--half-blocks``: two blocks of N / 2). Same seed and config: the selections' digests must agree.
 
     flock /tmp/bench.lock python benchmarks/scale/bench_selection_blocks.py --n 1000000 --steps 5 \
         --baseline --half-blocks
@@ -23,20 +12,17 @@ each measurement is recorded (other processes on the machine may load the cores)
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
-import os
 import sys
 import tempfile
 import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks" / "scale"))
-
-from process_tree import run_measured  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import loadavg3 as loadavg  # noqa: E402
+from process_tree import run_json as measure  # noqa: E402
 
 WRITE_CHILD = textwrap.dedent("""
     import sys, numpy as np, pandas as pd
@@ -88,34 +74,12 @@ INPROCESS_CHILD = textwrap.dedent("""
 """)
 
 
-def measure(argv: list[str]) -> dict:
-    run = run_measured([sys.executable, "-c", *argv], env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    if run.returncode != 0:
-        raise RuntimeError(run.stderr[-3000:])
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    result["peak_rss_mb"] = run.peak_rss_mb
-    result["peak_anon_mb"] = run.peak_anon_mb
-    return result
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--d", type=int, default=384)
-    parser.add_argument("--shards", type=int, default=10)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--keep", type=float, default=0.1, help="budget = keep x n")
-    parser.add_argument("--baseline", action="store_true", help="also run today's in-process select()")
-    parser.add_argument("--half-blocks", action="store_true",
-                        help="also run the block tasks with block_size = n / 2 (two blocks, one process at a time)")
-    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()))
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scale" / "selection_blocks.csv")
-    parser.add_argument("--no-mlflow", action="store_true")
-    args = parser.parse_args()
+    args = bench.parser(__doc__, n=1_000_000, d=384, shards=10, steps=5, keep=0.1,
+                        baseline=(False, "also run today's in-process select()"),
+                        half_blocks=(False, "also run the block tasks with block_size = n / 2 (two blocks, one "
+                                            "process at a time)"), work=Path(tempfile.gettempdir()),
+                        out=bench.RESULTS / "scale" / "selection_blocks.csv", mlflow=True).parse_args()
 
     config = {"steps": args.steps, "history_every": max(1, args.steps), "checkpoint_every": 0,
               "block_size": max(args.n, 2)}
@@ -141,44 +105,27 @@ def main() -> None:
                          "peak_anon_mb": round(result["peak_anon_mb"], 1),
                          "digest": result["digest"], "load_before": before, "load_after": loadavg()})
             print(rows[-1], flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    png = plot(rows, args.out.with_suffix(".png"))
-    if not args.no_mlflow:
-        sys.path.insert(0, str(ROOT / "src"))
-        from curation.tracking.benchmarks import log_benchmark
-
-        metrics = {f"{r['path']}_{k}": r[k] for r in rows for k in ("seconds", "peak_rss_mb", "peak_anon_mb")}
-        log_benchmark("selection_blocks", files=[args.out, png], metrics=metrics,
-                      params={"n": args.n, "d": args.d, "steps": args.steps, "shards": args.shards,
-                              "budget": budget, "vectors": "synthetic unit vectors"})
+    metrics = {f"{r['path']}_{k}": r[k] for r in rows for k in ("seconds", "peak_rss_mb", "peak_anon_mb")}
+    bench.write_result(rows, args.out, plot=plot, log=None if args.no_mlflow else dict(
+        name="selection_blocks", metrics=metrics, params={"n": args.n, "d": args.d, "steps": args.steps,
+                                                          "shards": args.shards, "budget": budget,
+                                                          "vectors": "synthetic unit vectors"}))
 
 
-def plot(rows: list[dict], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(rows: list[dict], path: Path) -> None:
     runs = [r for r in rows if r["path"] != "write_shards"]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), constrained_layout=True)
-    names = [r["path"] for r in runs]
-    colors = {"block_task": "tab:green", "in_process": "tab:red", "block_task_half": "tab:olive"}
-    axes[0].bar(names, [r["peak_rss_mb"] / 1024 for r in runs], color=[colors[n] for n in names], alpha=0.35,
-                label="RSS (incl. file-backed pages)")
-    axes[0].bar(names, [r["peak_anon_mb"] / 1024 for r in runs], color=[colors[n] for n in names],
-                label="anonymous RSS")
-    axes[0].axhline(3.0, color="k", ls="--", lw=1, label="3 GB goal (issue #14)")
-    axes[0].set(ylabel="peak of the process tree (GB)", title=f"DataMask on {runs[0]['n']:,} x {runs[0]['d']}")
-    axes[0].legend(loc="lower left", fontsize=8)
-    axes[1].bar(names, [r["seconds"] for r in runs], color=[colors[n] for n in names])
-    axes[1].set(ylabel=f"wall time (s), {runs[0]['steps']} steps", title=f"load avg before: {runs[0]['load_before']}")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    with bench.figure(path, 1, 2, figsize=(9, 3.6), constrained_layout=True, tight=False) as (fig, axes):
+        names = [r["path"] for r in runs]
+        colors = {"block_task": "tab:green", "in_process": "tab:red", "block_task_half": "tab:olive"}
+        axes[0].bar(names, [r["peak_rss_mb"] / 1024 for r in runs], color=[colors[n] for n in names], alpha=0.35,
+                    label="RSS (incl. file-backed pages)")
+        axes[0].bar(names, [r["peak_anon_mb"] / 1024 for r in runs], color=[colors[n] for n in names],
+                    label="anonymous RSS")
+        axes[0].axhline(3.0, color="k", ls="--", lw=1, label="3 GB goal (issue #14)")
+        axes[0].set(ylabel="peak of the process tree (GB)", title=f"DataMask on {runs[0]['n']:,} x {runs[0]['d']}")
+        axes[0].legend(loc="lower left", fontsize=8)
+        axes[1].bar(names, [r["seconds"] for r in runs], color=[colors[n] for n in names])
+        axes[1].set(ylabel=f"wall time (s), {runs[0]['steps']} steps", title=f"load avg before: {runs[0]['load_before']}")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,9 @@
 """The curation side of ``bench_datatrove.py`` (project environment, ``PYTHONPATH=src``).
 
-* ``read_write``: the input shards (``CorpusShardsDataset``, as ingest reads them) through
-  ``run_shards`` with a function that hands each shard back unchanged; ``ShardWriter`` writes it
-  (atomic parquet, sha256 digest, stats, completion marker), then the manifest.
-* ``fasttext``: the same, the function adding one column ``fasttext_dclm`` = the project's
-  ``FastTextRater`` (loaded by ``FastTextRater.load``: DCLM recipe, newlines -> spaces; score =
-  P(``__label__hq``)), loaded once per worker process (a per-process cache, as
-  ``curation.scoring.sharded.load_fitted``). The whole document is written with its score, as
-  datatrove's pipeline writes it (the project's scoring stage writes only id + scores).
-
-Run as ``python -c "import curation_side; curation_side.main()" ...`` with ``benchmarks/scale`` on
-``PYTHONPATH``, so the shard workers import these functions by module name. Prints one JSON line last.
+``read_write``: the input shards through ``run_shards`` unchanged, written by ``ShardWriter``; ``fasttext``:
+the same plus a column ``fasttext_dclm`` from the project's ``FastTextRater`` (loaded once per worker process).
+Run with ``benchmarks/scale`` on ``PYTHONPATH`` (``python -c "import curation_side; curation_side.main()"``), so
+the shard workers import these functions by module name. Prints one JSON line last.
 """
 
 from __future__ import annotations

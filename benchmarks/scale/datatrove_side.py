@@ -5,27 +5,11 @@ the project's: datatrove is not a project dependency. Imports nothing from ``cur
     PYTHONPATH=benchmarks/scale /work/dtvenv/bin/python -c "import datatrove_side; datatrove_side.main()" \\
         fasttext --input DIR --output DIR --logs DIR --tasks 10 --workers 2 --model model.bin
 
-Pipelines, as a datatrove user writes them (datatrove 0.10.1):
-
-* ``read_write``: ``ParquetReader`` -> ``ParquetWriter`` (every column read: id and text, the
-  others into ``doc.metadata``; written as text, id and a ``metadata`` struct, datatrove's defaults).
-* ``fasttext``: ``ParquetReader`` -> ``FastTextAnnotator`` (below) -> ``ParquetWriter``.
-  ``FastTextAnnotator`` is datatrove's ``FastTextClassifierFilter`` without ``keep_labels`` /
-  ``remove_labels`` (it then only annotates) and ``newline_replacement=" "`` (DCLM's preprocessing),
-  line for line: a ``BaseFilter`` whose ``filter`` predicts one document at a time
-  (``text.strip().replace("\\n", " ")``, ``k=-1``) and puts every label's probability into
-  ``doc.metadata`` (``__label__hq``: the score). Two differences: the model is loaded once per
-  worker process (the built-in loads it once per task, here per shard, through its asset cache),
-  and it runs with ``fasttext-numpy2``, the project's build: the built-in refuses any distribution
-  but ``fasttext-numpy2-wheel`` (``_requires_dependencies``; ``fasttext-numpy2`` provides the same
-  ``fasttext`` module), which would put a second fastText build in the comparison.
-
-The writer gets an explicit schema (``output_schema``): the one it infers from the first document
-fails on this corpus (a null ``quality_label``).
-
-``tasks`` = the number of input shards (one file per task), ``workers`` = processes at once
-(``LocalPipelineExecutor``'s pool, forkserver like the project's). Run by module name (above), so
-the workers import ``FastTextAnnotator`` by reference. Prints one JSON line last.
+Pipelines as a datatrove user writes them (0.10.1): ``read_write`` = ``ParquetReader`` -> ``ParquetWriter``;
+``fasttext`` adds ``FastTextAnnotator`` (below: datatrove's ``FastTextClassifierFilter`` in annotate-only mode,
+DCLM's newline replacement, the model loaded once per worker process, on the project's ``fasttext-numpy2``).
+The writer gets an explicit schema (``output_schema``). ``tasks`` = input shards, ``workers`` = processes at
+once. Prints one JSON line last.
 """
 
 from __future__ import annotations

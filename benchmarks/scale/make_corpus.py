@@ -1,8 +1,7 @@
 """A REPLICATED corpus for scale benchmarks only: the bundled corpus (16,513 real documents)
 repeated with new ids until ``--n`` documents, written as parquet shards one at a time.
 
-It is NOT a bigger corpus: every text is a copy of a bundled one (id ``<original>#rep<k>``),
-so it measures time and memory, never selection quality. A ``provenance.json`` says so.
+NOT a bigger corpus: every text is a copy (id ``<original>#rep<k>``): time and memory, never quality.
 
     .venv/bin/python benchmarks/scale/make_corpus.py --n 300000 --out /tmp/scale_corpus/300k
 """

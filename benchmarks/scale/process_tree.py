@@ -1,15 +1,15 @@
 """Peak memory of a child process and all its descendants, for the scale benchmarks (no psutil here).
 
-``run_measured`` starts a command and polls ``/proc`` every 0.1 s, summing the RSS (and the
-anonymous part, RssAnon: memory the kernel cannot drop; the rest is file-backed, e.g. memory-mapped
-shards, reclaimable page cache) of the child and every descendant (Ray's raylet, GCS and workers
-included; shared pages are counted once per process that maps them, so Ray's figure is an upper bound).
+``run_measured`` polls ``/proc`` every 0.1 s, summing the RSS (and its anonymous part, RssAnon) of the child
+and every descendant (Ray's included; shared pages count once per process: Ray's figure is an upper bound).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -71,3 +71,15 @@ def run_measured(args: list[str], **popen_kwargs) -> Measured:
     out, err = proc.communicate()
     thread.join()
     return Measured(proc.returncode, out, err or "", time.perf_counter() - start, peak[0] / 1024, peak[1] / 1024)
+
+
+def run_json(argv: list[str], **env) -> dict:
+    """``python -c <argv>`` with ``src/`` on the path (and ``env``): the JSON of its last line, its peak memory."""
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    run = run_measured([sys.executable, "-c", *argv], env={**os.environ, "PYTHONPATH": src, **env})
+    if run.returncode != 0:
+        raise RuntimeError(run.stderr[-3000:])
+    return {**json.loads(run.stdout.strip().splitlines()[-1]), "peak_rss_mb": run.peak_rss_mb,
+            "peak_anon_mb": run.peak_anon_mb}
