@@ -149,11 +149,7 @@ OPTIONS: dict[str, dict] = {  # the options many benchmarks take: their type and
 }
 
 
-def parser(doc: str, *, mlflow: bool = False, **options) -> argparse.ArgumentParser:
-    """A parser described by ``doc``'s first line with ``--<option>`` for each keyword: its value is the
-    default (type from :data:`OPTIONS`, else from the default: ``False`` -> a flag, a list -> ``nargs='+'``),
-    ``(default, help)``, or a dict of ``add_argument`` keywords. ``mlflow``: also ``--no-mlflow``."""
-    p = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+def _add_options(p: argparse.ArgumentParser, options: Mapping[str, Any]) -> argparse.ArgumentParser:
     for name, value in options.items():
         spec = dict(OPTIONS.get(name, {}))
         if isinstance(value, dict):
@@ -168,8 +164,26 @@ def parser(doc: str, *, mlflow: bool = False, **options) -> argparse.ArgumentPar
             elif "type" not in spec and isinstance(default, (int, float, Path)) and not isinstance(default, bool):
                 spec["type"] = Path if isinstance(default, Path) else type(default)
         p.add_argument("--" + name.replace("_", "-"), **spec)
+    return p
+
+
+def parser(doc: str, *, mlflow: bool = False, **options) -> argparse.ArgumentParser:
+    """A parser described by ``doc``'s first line with ``--<option>`` for each keyword: its value is the
+    default (type from :data:`OPTIONS`, else from the default: ``False`` -> a flag, a list -> ``nargs='+'``),
+    ``(default, help)``, or a dict of ``add_argument`` keywords. ``mlflow``: also ``--no-mlflow``."""
+    p = _add_options(argparse.ArgumentParser(description=doc.strip().splitlines()[0]), options)
     if mlflow:
         p.add_argument("--no-mlflow", action="store_true", help="do not log the results to MLflow")
+    return p
+
+
+def commands(doc: str, dest: str = "command", **commands: Mapping[str, Any]) -> argparse.ArgumentParser:
+    """A parser of sub-commands (``script <command> --option ...``), each command's options as in :func:`parser`;
+    the command's name lands in ``dest``."""
+    p = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    sub = p.add_subparsers(dest=dest, required=True)
+    for name, options in commands.items():
+        _add_options(sub.add_parser(name), options)
     return p
 
 

@@ -237,18 +237,10 @@ def plot_scale(rows, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    parser = bench.parser(__doc__)
-    sub = parser.add_subparsers(dest="what", required=True)
-    q = sub.add_parser("quality")
-    q.add_argument("--copies", type=int, default=200)
-    s = sub.add_parser("scale")
-    s.add_argument("--sizes", type=int, nargs="+", default=[100_000])
-    s.add_argument("--corpus-dir", type=Path, default=Path(tempfile.gettempdir()) / "scale_corpus")
-    s.add_argument("--modes", nargs="+", default=["salted", "copies"],
-                   help="copies: the replicated corpus as it is (every text a copy); salted: each replica's "
-                        "words interleaved with a replica token (no shared 5-gram, so no duplicates)")
-    s.add_argument("--append", action="store_true", help="add the rows to dedup_scale.csv instead of replacing it")
-    s.add_argument("--docs-per-bucket", type=int, default=6250,
-                   help="band buckets = max(16, docs / this): memory per bucket stays flat as docs grow")
-    args = parser.parse_args()
+    args = bench.commands(__doc__, "what", quality=dict(copies=200), scale=dict(
+        sizes=[100_000], corpus_dir=Path(tempfile.gettempdir()) / "scale_corpus",
+        modes=(["salted", "copies"], "copies: the replicated corpus as it is (every text a copy); salted: each "
+               "replica's words interleaved with a replica token (no shared 5-gram, so no duplicates)"),
+        append=(False, "add the rows to dedup_scale.csv instead of replacing it"),
+        docs_per_bucket=(6250, "band buckets = max(16, docs / this): memory per bucket stays flat as docs grow"))).parse_args()
     quality(args) if args.what == "quality" else scale(args)

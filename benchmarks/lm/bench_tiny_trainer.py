@@ -1,45 +1,28 @@
 """Training throughput (tokens/s) of the tiny LM trainer on this machine.
 
-Runs ``curation.lm.train`` (the real Lightning loop: AdamW, clipping, schedule)
-on real corpus text packed with a tokenizer trained on it, for each
-configuration below, interleaved across repeats so a neighbour's load hits all
-of them alike. Reports the steady-state rate (steps after the first
-``--warmup`` ones, so torch.compile's compilation is not counted) and the
-whole-run rate, and the 1-minute load average at the start of each run (the
-machine is shared; a load above the core count means we got part of it).
+Runs ``curation.lm.train`` (the real Lightning loop) on real corpus text for each configuration (tiny, +compile,
++bf16, tiny_moe, proxy_quick), interleaved across repeats: the steady-state rate (after ``--warmup`` steps) and
+the whole-run rate, with the load at each start. Then tiny's bare step as fp32, bf16 autocast and
+torch.compile, interleaved step by step (lm_tiny_trainer_interleaved.csv). Writes
+benchmarks/results/lm_tiny_trainer.csv and .png (median and best steady tokens/s per configuration).
 
     .venv/bin/python benchmarks/lm/bench_tiny_trainer.py --steps 30 --repeats 2
-
-Then times tiny's bare training step as fp32, bf16 autocast and
-torch.compile, interleaved step by step in one process (the fairest comparison
-on a shared machine): benchmarks/results/lm_tiny_trainer_interleaved.csv.
-
-Writes benchmarks/results/lm_tiny_trainer.csv (one row per configuration and
-repeat) and .png (median and best steady tokens/s per configuration; on a
-shared machine the best run is the one least slowed by neighbours).
-
-Configurations: tiny (fp32 eager, the default), tiny + torch.compile, tiny +
-bf16-mixed autocast, tiny_moe (10 experts, top-1), proxy_quick (Meta-rater's
-quick proxy, also timed over its whole token budget when --proxy-full).
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import glob
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
 
 # name -> (preset, train-config overrides)
 VARIANTS = {
@@ -53,8 +36,7 @@ VARIANTS = {
 
 def load_texts(n: int, seed: int = 0) -> list[str]:
     """``n`` real documents drawn uniformly from the bundled corpus."""
-    files = sorted(glob.glob(str(ROOT / "data" / "01_raw" / "corpus" / "corpus-*.parquet")))
-    df = pd.concat([pd.read_parquet(f, columns=["text"]) for f in files], ignore_index=True)
+    df = bench.bundled(["text"])
     idx = np.random.default_rng(seed).choice(len(df), size=min(n, len(df)), replace=False)
     return df["text"].iloc[np.sort(idx)].tolist()
 
@@ -98,7 +80,7 @@ def interleaved_steps(threads: int, rounds: int) -> list[dict]:
     for name in variants:  # warm-up; compiles the compiled one
         step(name), step(name)
     times: dict[str, list[float]] = {name: [] for name in variants}
-    load = os.getloadavg()[0]
+    load = bench.loadavg()
     for _ in range(rounds):
         for name in variants:
             times[name].append(step(name))
@@ -113,17 +95,13 @@ def interleaved_steps(threads: int, rounds: int) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=int, default=2000, help="documents tokenised and packed")
-    ap.add_argument("--steps", type=int, default=30, help="optimizer steps per run")
-    ap.add_argument("--warmup", type=int, default=5, help="first steps left out of the steady rate")
-    ap.add_argument("--repeats", type=int, default=1, help="interleaved repeats of every configuration")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads")
-    ap.add_argument("--configs", default="tiny,tiny_compile,tiny_bf16,tiny_moe,proxy_quick")
-    ap.add_argument("--proxy-full", action="store_true", help="also time proxy_quick over its whole token budget")
-    ap.add_argument("--interleaved-rounds", type=int, default=12, help="rounds of the interleaved step test (0 = skip)")
-    ap.add_argument("--out", default=str(RESULTS / "lm_tiny_trainer"), help="output path without suffix")
-    args = ap.parse_args()
+    args = bench.parser(
+        __doc__, docs=(2000, "documents tokenised and packed"), steps=(30, "optimizer steps per run"),
+        warmup=(5, "first steps left out of the steady rate"), repeats=(1, "interleaved repeats of every configuration"),
+        threads=2, configs="tiny,tiny_compile,tiny_bf16,tiny_moe,proxy_quick",
+        proxy_full=(False, "also time proxy_quick over its whole token budget"),
+        interleaved_rounds=(12, "rounds of the interleaved step test (0 = skip)"),
+        out=(bench.RESULTS / "lm_tiny_trainer", "output path without suffix")).parse_args()
 
     from curation.lm import CausalLM, get_config, pack_documents, train, train_tokenizer
 
@@ -150,7 +128,7 @@ def main() -> None:
             full = name.endswith("_full")
             if not full:
                 cfg.train.max_steps = args.steps
-            load = os.getloadavg()[0]
+            load = bench.loadavg()
             t0 = time.perf_counter()
             result = train(cfg, packed[cfg.train.seq_len], work / f"run_{name}_{repeat}", resume=False)
             wall = time.perf_counter() - t0
@@ -159,75 +137,47 @@ def main() -> None:
             span = steady[-1]["elapsed_s"] - (hist[args.warmup - 1]["elapsed_s"] if len(hist) > args.warmup else 0.0)
             steady_tps = len(steady) * cfg.train.tokens_per_step / span
             model = CausalLM(cfg.model)
-            row = {
-                "config": name,
-                "repeat": repeat,
-                "params": model.num_parameters(),
-                "params_non_embedding": model.num_parameters(exclude_embeddings=True),
-                "params_active": model.num_active_parameters(),
-                "precision": cfg.train.precision,
-                "compile": cfg.train.compile,
-                "batch_size": cfg.train.batch_size,
-                "seq_len": cfg.train.seq_len,
-                "steps": result.steps,
-                "tokens": result.tokens,
-                "fit_s": round(result.elapsed_s, 2),
-                "wall_s": round(wall, 2),
-                "tokens_per_s_steady": round(steady_tps, 1),
-                "tokens_per_s_whole_run": round(result.tokens_per_s, 1),
-                "final_loss": round(result.final_loss, 4),
-                "threads": args.threads,
-                "load_avg_1m_at_start": round(load, 2),
-                "cpu": platform.processor() or platform.machine(),
-                "cores": os.cpu_count(),
-                "date": time.strftime("%Y-%m-%d %H:%M"),
-            }
+            row = {"config": name, "repeat": repeat, "params": model.num_parameters(),
+                   "params_non_embedding": model.num_parameters(exclude_embeddings=True),
+                   "params_active": model.num_active_parameters(), "precision": cfg.train.precision,
+                   "compile": cfg.train.compile, "batch_size": cfg.train.batch_size, "seq_len": cfg.train.seq_len,
+                   "steps": result.steps, "tokens": result.tokens, "fit_s": round(result.elapsed_s, 2),
+                   "wall_s": round(wall, 2), "tokens_per_s_steady": round(steady_tps, 1),
+                   "tokens_per_s_whole_run": round(result.tokens_per_s, 1), "final_loss": round(result.final_loss, 4),
+                   "threads": args.threads, "load_avg_1m_at_start": round(load, 2),
+                   "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                   "date": time.strftime("%Y-%m-%d %H:%M")}
             rows.append(row)
             print({k: row[k] for k in ("config", "params", "tokens_per_s_steady", "tokens_per_s_whole_run",
                                        "fit_s", "load_avg_1m_at_start")}, flush=True)
 
     interleaved = interleaved_steps(args.threads, args.interleaved_rounds) if args.interleaved_rounds else []
 
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = args.out
     if interleaved:
-        with open(out.parent / (out.name + "_interleaved.csv"), "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(interleaved[0]))
-            writer.writeheader()
-            writer.writerows(interleaved)
-    if not rows:  # only the interleaved test was asked for
-        return
-    with open(out.with_suffix(".csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+        bench.write_result(interleaved, out.parent / (out.name + "_interleaved.csv"))
+    if rows:  # else only the interleaved test was asked for
+        bench.write_result(rows, out.with_suffix(".csv"), plot=lambda rows, png: plot(rows, png, args))
 
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(rows: list[dict], png: Path, args) -> None:
     names = list(dict.fromkeys(r["config"] for r in rows))
     rates = {n: [r["tokens_per_s_steady"] for r in rows if r["config"] == n] for n in names}
     medians = [statistics.median(rates[n]) for n in names]
     best = [max(rates[n]) for n in names]  # least disturbed by neighbours on a shared machine
     loads = [statistics.median(r["load_avg_1m_at_start"] for r in rows if r["config"] == n) for n in names]
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    x = np.arange(len(names))
-    ax.bar(x - 0.2, medians, width=0.4, color="#4c72b0", label=f"median of {args.repeats}")
-    bars = ax.bar(x + 0.2, best, width=0.4, color="#55a868", label=f"best of {args.repeats}")
-    for bar, value, load in zip(bars, best, loads):
-        ax.text(bar.get_x() + bar.get_width() / 2, value, f"{value:,.0f}\n(load {load:.1f})", ha="center",
-                va="bottom", fontsize=8)
-    ax.set_xticks(x, names, rotation=15)
-    ax.set_ylabel("training tokens / s (steady state)")
-    ax.set_title(f"curation.lm.train on {os.cpu_count()} shared CPU cores, {args.threads} torch threads")
-    ax.set_ylim(0, max(best) * 1.3)
-    ax.legend(loc="upper left")
-    fig.tight_layout()
-    fig.savefig(out.with_suffix(".png"), dpi=120)
-    print(f"wrote {out.with_suffix('.csv')} and {out.with_suffix('.png')}")
-
+    with bench.figure(png, figsize=(9, 4.5), dpi=120) as (fig, ax):
+        x = np.arange(len(names))
+        ax.bar(x - 0.2, medians, width=0.4, color="#4c72b0", label=f"median of {args.repeats}")
+        bars = ax.bar(x + 0.2, best, width=0.4, color="#55a868", label=f"best of {args.repeats}")
+        for bar, value, load in zip(bars, best, loads):
+            ax.text(bar.get_x() + bar.get_width() / 2, value, f"{value:,.0f}\n(load {load:.1f})", ha="center",
+                    va="bottom", fontsize=8)
+        ax.set_xticks(x, names, rotation=15)
+        ax.set_ylabel("training tokens / s (steady state)")
+        ax.set_title(f"curation.lm.train on {os.cpu_count()} shared CPU cores, {args.threads} torch threads")
+        ax.set_ylim(0, max(best) * 1.3)
+        ax.legend(loc="upper left")
 
 if __name__ == "__main__":
     main()

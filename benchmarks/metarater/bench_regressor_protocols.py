@@ -4,23 +4,18 @@ How much of the possible gain over uniform weights does w* recover, for N proxie
 ``regression.protocol=official`` (step3 of the official Meta-rater code: first 80% train, last 20%
 early-stop + test, 5 rounds) and the project's ``separate_early_stop`` (random 60/20/20, 3 rounds)?
 
-Ground truth (synthetic, not data): 17 raters; the proxy loss of weight vector w is
-``f(w) = a . w + (w - m)' diag(h) (w - m)`` (a ~ N(0, 1), m ~ Dirichlet(1), h ~ U(1, 10)) plus Gaussian
-noise of 0.3 x the spread of f over Dirichlet(1) draws (proxy seed noise). Each repetition draws a new
-f, new noise and the first N of one Dirichlet(1) sequence of proxy weights (as Alg. 1 step 1). w* is
-searched as in the pipeline (mean of the 128 best of 100,000 Dirichlet candidates by predicted loss);
-the oracle runs the same search on the true f. recovered = (f(u) - f(w*)) / (f(u) - f(w*_oracle)),
-true (noise-free) losses; 1 = all the gain the search can give, 0 = no better than uniform.
+Ground truth (synthetic, not data): 17 raters, proxy loss f(w) = a . w + (w - m)' diag(h) (w - m) plus proxy
+seed noise; w* searched as in the pipeline; recovered = (f(u) - f(w*)) / (f(u) - f(w*_oracle)) on true losses
+(1 = all the gain the search can give, 0 = no better than uniform).
 
     PYTHONPATH=src nice -n 10 python benchmarks/metarater/bench_regressor_protocols.py [--reps 10]
 
-Writes benchmarks/results/metarater_regressor_protocols.csv (one row per protocol x setting x N x
-repetition) and .png (mean +- SE over repetitions), and prints the summary table.
+Writes benchmarks/results/metarater_regressor_protocols.csv (+ _runs.csv, one row per repetition) and .png.
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -29,9 +24,12 @@ import pandas as pd
 
 from curation.metarater.core import RegressionConfig, dirichlet_weights, fit_regressor, search_weights
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import RESULTS  # noqa: E402
+
 M = 17
 NS = (32, 64, 128, 256)
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 SETTINGS = {
     # the official step3 exactly: first 80% train, last 20% early-stop (5 rounds) + test, LightGBM defaults
@@ -100,32 +98,22 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot(summary: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for name, part in summary.groupby("setting", sort=False):
-        ax.errorbar(part["num_proxies"], part["recovered_mean"], yerr=part["recovered_se"], marker="o", capsize=3,
-                    label=name)
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(list(NS), [str(n) for n in NS])
-    ax.set_xlabel("proxies N")
-    ax.set_ylabel("share of the possible gain over uniform recovered")
-    ax.set_title("Meta-rater regression protocols (synthetic ground truth, 17 raters)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with bench.figure(path, figsize=(6.4, 4.2), dpi=120) as (fig, ax):
+        for name, part in summary.groupby("setting", sort=False):
+            ax.errorbar(part["num_proxies"], part["recovered_mean"], yerr=part["recovered_se"], marker="o", capsize=3,
+                        label=name)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(NS), [str(n) for n in NS])
+        ax.set_xlabel("proxies N")
+        ax.set_ylabel("share of the possible gain over uniform recovered")
+        ax.set_title("Meta-rater regression protocols (synthetic ground truth, 17 raters)")
+        ax.legend(fontsize=8)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--candidates", type=int, default=100_000)
-    parser.add_argument("--settings", nargs="*", default=list(SETTINGS))
-    args = parser.parse_args()
+    args = bench.parser(__doc__, reps=10, candidates=100_000,
+                        settings={"nargs": "*", "default": list(SETTINGS)}).parse_args()
     started = time.perf_counter()
     table = run(args.reps, args.candidates, args.settings)
     summary = summarize(table)

@@ -7,24 +7,24 @@ Two steps, so the proxies can run where there are many cores (or a GPU):
     # 2. anywhere with the repository (reads only DIR and the bundled corpus):
     PYTHONPATH=src python benchmarks/metarater/run_heldout_tables.py run --inputs DIR --out OUT --workers 12
 
-``prepare`` writes the candidates' scaled raters, the held-out ids (D_v and the judge set, both free of every
-rater's training rows) and the old high-quality D_v's makeup. ``run`` trains the N sweep proxies and every
-comparison proxy in parallel worker processes (the same resumable per-proxy files the pipeline uses), then
-fits the regression (official step3 protocol), searches w*, and writes the proxy table, w* (Table 10),
-every comparison run (Table 1 / 4: w*, uniform, intersection of the model-based raters, random, each rater
-alone; new proxy seeds) with D_v and judge-set losses per category, and the paired differences with SE.
+``prepare`` writes the candidates' scaled raters and the held-out ids; ``run`` trains the sweep and comparison
+proxies in worker processes (the pipeline's resumable per-proxy files), fits the regression, searches w* and
+writes the proxy table, w* (Table 10), the comparison runs (Table 1 / 4) and their paired differences.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
 
 CATEGORY = "category"
 
@@ -160,22 +160,10 @@ def run(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="step", required=True)
-    p = sub.add_parser("prepare")
-    p.add_argument("--root", default=".")
-    p.add_argument("--namespace", default="meta27")
-    p.add_argument("--holdout-fraction", type=float, default=0.1)
-    p.add_argument("--out", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--root", default=".")
-    r.add_argument("--inputs", required=True)
-    r.add_argument("--out", required=True)
-    r.add_argument("--work", default="/tmp/metarater-work")
-    r.add_argument("--workers", type=int, default=12)
-    r.add_argument("--threads", type=int, default=1)
-    r.add_argument("--config", default="{}", help="metarater overrides as JSON")
-    args = parser.parse_args()
+    req = {"required": True}
+    args = bench.commands(__doc__, "step", prepare=dict(root=".", namespace="meta27", holdout_fraction=0.1, out=req),
+                          run=dict(root=".", inputs=req, out=req, work="/tmp/metarater-work", workers=12, threads=1,
+                                   config=("{}", "metarater overrides as JSON"))).parse_args()
     prepare(args) if args.step == "prepare" else run(args)
 
 
