@@ -88,7 +88,7 @@ def read_rows(path: Path) -> list[dict]:
 def write_result(rows: list[dict], path: Path, *, plot: Optional[Callable] = None, comment: str = "",
                  append: bool = False, log: Optional[Mapping[str, Any]] = None,
                  columns: Optional[list[str]] = None) -> tuple[Path, Optional[Path]]:
-    """Write ``rows`` to the CSV ``path`` (``columns``, or every key in first-seen order; a missing cell is empty),
+    """Write ``rows`` (dicts, or a DataFrame as pandas writes it) to the CSV ``path`` (``columns``, or every key in first-seen order; a missing cell is empty),
     ``comment`` as a first ``# ...`` line; with ``append`` after the rows already there. ``plot(rows, png)``
     draws ``path`` with suffix ``.png``. ``log``: keyword arguments of
     :func:`curation.tracking.benchmarks.log_benchmark` (``name`` first), the CSV and PNG added to its files.
@@ -97,13 +97,15 @@ def write_result(rows: list[dict], path: Path, *, plot: Optional[Callable] = Non
     if append and path.is_file():
         rows = read_rows(path) + list(rows)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        if comment:
-            handle.write(f"# {comment}\n")
-        writer = csv.DictWriter(handle, fieldnames=columns or list(dict.fromkeys(k for r in rows for k in r)),
-                                restval="")
-        writer.writeheader()
-        writer.writerows(rows)
+    if hasattr(rows, "to_csv"):  # a DataFrame, as pandas writes it
+        rows.to_csv(path, index=False)
+    else:
+        with path.open("w", newline="") as handle:
+            handle.write(f"# {comment}\n" if comment else "")
+            writer = csv.DictWriter(handle, fieldnames=columns or list(dict.fromkeys(k for r in rows for k in r)),
+                                    restval="")
+            writer.writeheader()
+            writer.writerows(rows)
     png = path.with_suffix(".png") if plot else None
     if plot:
         plot(rows, png)

@@ -1,19 +1,10 @@
 """Quantized vs full fastText raters on the bundled corpus (issue 25, "Disk and memory proportionate").
 
-For each fastText rater (DCLM, Ultra-FineWeb: the default recipes of conf/scoring/default.yaml,
-2M hash buckets), trained as the reference raters are (curation.scoring.reference: the bundled
-corpus's categories and the train half of the human labels, one thread):
-
-- ``full``: the model as trained (``quantize: false``), and a second full model with another seed
-  (``full_seed1``): how far two equally good full models disagree, the yardstick for the rest;
-- each quantization setting: fastText's own ``model.quantize`` ("FastText.zip", Joulin et al. 2016)
-  applied to the full model, with the cutoff (rows kept by norm), retraining on the training file
-  or not, sub-vector size ``dsub`` and ``qnorm``. ``default`` marks the setting of the config.
-
-Every model scores all 16,513 documents; the CSV records the Spearman (and Pearson) correlation and
-the largest absolute difference against the full model's scores, each model's ROC-AUC on the 242
-held-out human labels (never trained on), file size, training/quantizing seconds and the load
-average (other processes share the cores: the seconds depend on it, the agreement does not).
+Each fastText rater (DCLM, Ultra-FineWeb; default recipes, 2M buckets), trained as the reference raters are:
+``full`` (and ``full_seed1``: how far two equally good full models disagree) and each setting of fastText's own
+``model.quantize`` (cutoff, retrain, ``dsub``, ``qnorm``; ``default`` marks the config's). Every model scores
+the 16,513 documents: Spearman/Pearson and largest difference against the full model, ROC-AUC on the held-out
+human labels, file size, seconds and the load average.
 
     .venv/bin/python benchmarks/scoring/quantized_fasttext.py            # both raters, ~1 CPU-hour
     .venv/bin/python benchmarks/scoring/quantized_fasttext.py --settings "" --no-seed-baseline   # the default only
@@ -23,8 +14,6 @@ Writes benchmarks/results/quantized_fasttext.{csv,png}.
 
 from __future__ import annotations
 
-import argparse
-import csv
 import os
 import sys
 import tempfile
@@ -34,26 +23,21 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
 
 # (cutoff, retrain, dsub, qnorm); the config default is added and marked
 SETTINGS = [(200_000, False, 2, True), (200_000, True, 2, False), (1_000_000, False, 2, True)]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--raters", default="fasttext_dclm,fasttext_ultrafineweb")
-    parser.add_argument("--out", default=str(RESULTS / "quantized_fasttext.csv"))
-    parser.add_argument("--settings", default=",".join(":".join(str(int(v)) for v in s) for s in SETTINGS),
-                        help="quantize settings cutoff:retrain:dsub:qnorm, comma-separated (the config default "
-                             "is always added); '' = the default only")
-    parser.add_argument("--no-seed-baseline", action="store_true", help="skip the second full model (seed 1)")
-    parser.add_argument("--full-model", default=None,
-                        help="compare this saved full model (one rater in --raters) with the quantized reference "
-                             "model of the config (data/06_models/shared) instead of training; appends to --out")
-    args = parser.parse_args()
+    args = bench.parser(
+        __doc__, raters="fasttext_dclm,fasttext_ultrafineweb", out=bench.RESULTS / "quantized_fasttext.csv",
+        settings=(",".join(":".join(str(int(v)) for v in s) for s in SETTINGS), "quantize settings "
+                  "cutoff:retrain:dsub:qnorm, comma-separated (the config default is always added); '' = the default only"),
+        no_seed_baseline=(False, "skip the second full model (seed 1)"),
+        full_model=(None, "compare this saved full model (one rater in --raters) with the quantized reference model of "
+                          "the config (data/06_models/shared) instead of training; appends to --out")).parse_args()
     if args.full_model:
         return compare_reference(args)
     chosen = [tuple(int(v) for v in item.split(":")) for item in args.settings.split(",") if item]
@@ -86,7 +70,7 @@ def main() -> None:
                "roc_auc_eval": auc["roc_auc"], "n_eval": auc["n_eval"], "docs": int(ok.sum()),
                "loadavg_1": round(load1, 2), "loadavg_5": round(load5, 2), "loadavg_15": round(load15, 2)}
         rows.append(row)
-        write_csv(rows, Path(args.out))  # after every row: a stopped run keeps what it measured
+        bench.write_result(rows, args.out)  # after every row: a stopped run keeps what it measured
         print({k: row[k] for k in ("rater", "variant", "size_mb", "seconds", "spearman_vs_full", "roc_auc_eval")},
               flush=True)
 
@@ -138,10 +122,7 @@ def main() -> None:
         for p in work.glob(f"{name}*"):
             p.unlink()
 
-    out = Path(args.out)
-    write_csv(rows, out)
-    plot(rows, out.with_suffix(".png"))
-    print("wrote", out, out.with_suffix(".png"))
+    bench.write_result(rows, args.out, plot=plot)
 
 
 def compare_reference(args) -> None:
@@ -165,10 +146,8 @@ def compare_reference(args) -> None:
     a, b = full.score_prepared(prepared), quantized.score_prepared(prepared)
     ok = np.isfinite(a) & np.isfinite(b)
     load1, load5, load15 = os.getloadavg()
-    out = Path(args.out)
-    rows = list(csv.DictReader(open(out))) if out.is_file() else []
     default = getattr(cfg, name)
-    rows.append({"rater": name, "variant": f"quantized reference artifact {Path(quantized.cfg.pretrained_path).parent.name}",
+    row = ({"rater": name, "variant": f"quantized reference artifact {Path(quantized.cfg.pretrained_path).parent.name}",
                  "cutoff": default.quantize_cutoff, "retrain": default.quantize_retrain, "dsub": default.quantize_dsub,
                  "qnorm": default.quantize_qnorm, "default": True,
                  "size_mb": round(os.path.getsize(quantized.cfg.pretrained_path) / 2**20, 3), "seconds": "",
@@ -179,47 +158,28 @@ def compare_reference(args) -> None:
                                               cfg.training)["roc_auc"],
                  "n_eval": int(eval_mask.sum()), "docs": int(ok.sum()), "loadavg_1": round(load1, 2),
                  "loadavg_5": round(load5, 2), "loadavg_15": round(load15, 2)})
-    print(rows[-1], flush=True)
-    write_csv(rows, out)
-    plot([{**r, "size_mb": float(r["size_mb"]), "spearman_vs_full": float(r["spearman_vs_full"]),
-           "default": str(r["default"]) == "True"} for r in rows], out.with_suffix(".png"))
-
-
-def write_csv(rows: list[dict], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fields = list(dict.fromkeys(k for row in rows for k in row))
-    with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    print(row, flush=True)
+    bench.write_result([row], args.out, append=True, plot=lambda rows, png: plot(
+        [{**r, "default": str(r["default"]) == "True"} for r in rows], png))
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     raters = sorted({r["rater"] for r in rows})
-    fig, axes = plt.subplots(1, len(raters), figsize=(6.5 * len(raters), 4.2), squeeze=False)
-    for ax, name in zip(axes[0], raters):
-        mine = [r for r in rows if r["rater"] == name]
-        for r in mine:
-            marker = "*" if r["default"] else ("s" if r["variant"].startswith("full") else "o")
-            ax.scatter(r["size_mb"], r["spearman_vs_full"], s=120 if r["default"] else 50, marker=marker)
-            ax.annotate(r["variant"].replace("quantized ", "q "), (r["size_mb"], r["spearman_vs_full"]), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")
-        ax.axhline(0.99, color="grey", ls="--", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("model file (MiB, log)")
-        ax.set_ylabel("Spearman vs the full model (16,513 docs)")
-        ax.set_title(f"{name}: quantized vs full (* = config default)")
-    load = rows[-1]
-    fig.suptitle(f"fastText quantization on the bundled corpus; load average {load['loadavg_1']}/{load['loadavg_5']}"
-                 f"/{load['loadavg_15']} at the end", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
+    with bench.figure(path, 1, len(raters), figsize=(6.5 * len(raters), 4.2), squeeze=False, dpi=120) as (fig, axes):
+        for ax, name in zip(axes[0], raters):
+            for r in (r for r in rows if r["rater"] == name):
+                marker = "*" if r["default"] else ("s" if r["variant"].startswith("full") else "o")
+                ax.scatter(r["size_mb"], r["spearman_vs_full"], s=120 if r["default"] else 50, marker=marker)
+                ax.annotate(r["variant"].replace("quantized ", "q "), (r["size_mb"], r["spearman_vs_full"]),
+                            fontsize=7, xytext=(4, 4), textcoords="offset points")
+            ax.axhline(0.99, color="grey", ls="--", lw=0.8)
+            ax.set_xscale("log")
+            ax.set_xlabel("model file (MiB, log)")
+            ax.set_ylabel("Spearman vs the full model (16,513 docs)")
+            ax.set_title(f"{name}: quantized vs full (* = config default)")
+        load = rows[-1]
+        fig.suptitle(f"fastText quantization on the bundled corpus; load average {load['loadavg_1']}/"
+                     f"{load['loadavg_5']}/{load['loadavg_15']} at the end", fontsize=9)
 
 if __name__ == "__main__":
     main()

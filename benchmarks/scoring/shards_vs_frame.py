@@ -1,16 +1,8 @@
 """Scoring and embeddings on shards vs the whole-frame path, on the bundled corpus (issue 14).
 
-Each path runs in a fresh child process (so peak RSS is its own; fastText training runs in a
-grandchild either way and is not counted):
-
-- ``frame``: ``make_embedder(cfg).encode(all texts)`` then ``score_corpus(df, cfg, embeddings)``
-  (fit + apply on one frame: the code path the per-shard stages replace);
-- ``shards``: the corpus cut into ``--shards`` document shards, ``embed_shards`` then
-  ``score_shards`` (fit on the sample, apply per shard, local engine).
-
-Both fit on every document (``fit_sample_docs`` default 200k > 16.5k), so the scores must be
-identical; the script checks that. fastText ``bucket`` is lowered to 200k for both paths (the
-2M default allocates 2 GB per Ultra-FineWeb model) to keep a run under ~10 minutes.
+Each path in a fresh child process: ``frame`` (``make_embedder(cfg).encode`` then ``score_corpus`` on one frame)
+and ``shards`` (``--shards`` document shards, ``embed_shards`` then ``score_shards``). Both fit on every document,
+so the scores must be identical (checked). fastText ``bucket`` lowered to 200k for both.
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/scoring/shards_vs_frame.py
 
@@ -19,7 +11,6 @@ Writes benchmarks/results/scoring_shards_vs_frame.{csv,png} and logs them to MLf
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -29,8 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+
 SCORING = {"fasttext_dclm": {"bucket": 200000, "thread": 1}, "fasttext_ultrafineweb": {"bucket": 200000, "thread": 1}}
 EMBEDDING = dict(backend="static", dim=256, pca_dims=256, max_seq_length=256, batch_size=1024, sort_by_length=False,
                  device="cpu", show_progress=False, num_workers=1)
@@ -41,7 +33,7 @@ def load_corpus(n: int | None):
 
     from curation.scoring.training_sets import category_of
 
-    files = sorted((ROOT / "data" / "01_raw" / "corpus").glob("corpus-*.parquet"))
+    files = sorted(bench.CORPUS.glob("corpus-*.parquet"))
     df = pd.concat([pd.read_parquet(f, dtype_backend="numpy_nullable") for f in files], ignore_index=True)
     df = df.iloc[:n] if n else df
     return df.assign(category=category_of(df["extra"]).astype("string")).reset_index(drop=True)
@@ -84,13 +76,8 @@ def child(path: str, n: int | None, shards: int, work: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=None, help="documents (default: the whole bundled corpus)")
-    ap.add_argument("--shards", type=int, default=8)
-    ap.add_argument("--child", default=None)
-    ap.add_argument("--work", default=None)
-    ap.add_argument("--out", default=str(RESULTS / "scoring_shards_vs_frame"))
-    args = ap.parse_args()
+    args = bench.parser(__doc__, n={"type": int, "default": None, "help": "documents (default: the whole bundled corpus)"},
+                        shards=8, child=None, work=None, out=bench.RESULTS / "scoring_shards_vs_frame").parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.n, args.shards, Path(args.work))))
         return
@@ -100,7 +87,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for path in ("frame", "shards"):
-            load_before = open("/proc/loadavg").read().split()[0]
+            load_before = bench.loadavg()
             cmd = [sys.executable, __file__, "--child", path, "--shards", str(args.shards), "--work", tmp]
             if args.n:
                 cmd += ["--n", str(args.n)]
@@ -108,7 +95,7 @@ def main() -> None:
             if done.returncode:
                 raise SystemExit(done.stderr[-3000:])
             row = json.loads(done.stdout.strip().splitlines()[-1])
-            row.update(load_before=float(load_before), load_after=float(open("/proc/loadavg").read().split()[0]))
+            row.update(load_before=load_before, load_after=bench.loadavg())
             rows.append(row)
         a = pd.read_parquet(Path(tmp) / "frame_scores.parquet")
         b = pd.read_parquet(Path(tmp) / "shards_scores.parquet")
@@ -120,33 +107,21 @@ def main() -> None:
     base = frame.iloc[0]
     frame["score_speed_vs_frame"] = frame["score_docs_per_s_per_core"] / base["score_docs_per_s_per_core"]
     frame["embed_speed_vs_frame"] = frame["embed_docs_per_s"] / base["embed_docs_per_s"]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out.with_suffix(".csv"), index=False)
     print(frame.to_string())
 
-    import matplotlib
+    def plot(_, png: Path) -> None:
+        with bench.figure(png, 1, 2, figsize=(8, 3.2)) as (fig, axes):
+            axes[0].bar(frame["path"], frame["score_docs_per_s_per_core"], color=["#888", "#2a7"])
+            axes[0].set_title("scoring docs/s (all raters + merge)")
+            axes[1].bar(frame["path"], frame["peak_rss_mb"], color=["#888", "#2a7"])
+            axes[1].set_title("peak RSS, MB")
+            fig.suptitle(f"{int(base['docs'])} docs, shards={args.shards}, identical={identical}")
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
-    axes[0].bar(frame["path"], frame["score_docs_per_s_per_core"], color=["#888", "#2a7"])
-    axes[0].set_title("scoring docs/s (all raters + merge)")
-    axes[1].bar(frame["path"], frame["peak_rss_mb"], color=["#888", "#2a7"])
-    axes[1].set_title("peak RSS, MB")
-    fig.suptitle(f"{int(base['docs'])} docs, shards={args.shards}, identical={identical}")
-    fig.tight_layout()
-    fig.savefig(out.with_suffix(".png"), dpi=110)
-
-    from curation.tracking.benchmarks import log_benchmark
-
-    log_benchmark("scoring_shards_vs_frame", files=[out.with_suffix(".csv"), out.with_suffix(".png")],
-                  params={"docs": int(base["docs"]), "shards": args.shards, **{"bucket": 200000}},
-                  metrics={"score_speed_ratio": float(frame["score_speed_vs_frame"].iloc[1]),
-                           "embed_speed_ratio": float(frame["embed_speed_vs_frame"].iloc[1]),
-                           "scores_identical": float(identical)})
-
+    bench.write_result(frame, args.out.with_suffix(".csv"), plot=plot, log=dict(
+        name="scoring_shards_vs_frame", params={"docs": int(base["docs"]), "shards": args.shards, "bucket": 200000},
+        metrics={"score_speed_ratio": float(frame["score_speed_vs_frame"].iloc[1]),
+                 "embed_speed_ratio": float(frame["embed_speed_vs_frame"].iloc[1]),
+                 "scores_identical": float(identical)}))
 
 if __name__ == "__main__":
     main()
