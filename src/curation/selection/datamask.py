@@ -24,6 +24,11 @@ blocks are independent (``plan_blocks`` + ``run_block`` can run in separate
 processes or devices). Every ``checkpoint_every`` steps the logits and the RNG
 state are saved, and ``resume=True`` continues to the same selection an
 uninterrupted run with the same seed makes.
+
+This module is the block driver (Sec. 4.3 "Splitting", checkpoints, Eq. 13's initialisation); the
+sampler of Eq. 7 is :mod:`curation.selection.datamask_sampler`, the policy update of Eq. 9-11
+:mod:`curation.selection.datamask_policy` and the policy health checks (issue #20)
+:mod:`curation.selection.datamask_health`. Their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -42,263 +47,35 @@ import torch
 from curation.cache import atomic_write
 from curation.selection.budget import allocate_budget
 from curation.selection.config import DataMaskConfig
+from curation.selection.datamask_health import (  # re-exported
+    COLLAPSE_ENTROPY_NATS,
+    RETURNED_SHORTFALL_WARN,
+    health_message,
+    policy_health,
+    softmax_entropy,
+    summarize_blocks,
+)
+from curation.selection.datamask_policy import (  # re-exported
+    group_advantage,
+    plackett_luce_log_prob,
+    plackett_luce_score,
+    policy_gradient,
+)
+from curation.selection.datamask_sampler import (  # re-exported; run_block and _fingerprint read
+    # gumbel_top_k and SAMPLER_VERSION as names of this module (a test or benchmark may patch them here)
+    SAMPLER_VERSION,
+    _race_winners,
+    gumbel_top_k,
+    race_log_keys,
+)
 from curation.selection.objectives import Objective, derive_seed
 
 log = logging.getLogger(__name__)
 
 Progress = Optional[Callable[[int, int], None]]
 
-# The sampler's arithmetic (issue #20: exact race, no e^80 cap); a checkpoint written by
-# another version is refused on resume instead of being continued with other draws.
-SAMPLER_VERSION = "exact-race-v2"
-# Policy health (issue #20): a block warns when softmax(L) has collapsed below this entropy
-# (a few items hold all the mass while a mask draws S >> 1), or when the returned mask's
-# joint objective falls short of the best recorded top-S mask by more than this share of |best|.
-COLLAPSE_ENTROPY_NATS = 0.5
-RETURNED_SHORTFALL_WARN = 0.01
-
 # Config keys that do not change the optimisation and may differ on resume.
 _RESUME_FREE_KEYS = {"checkpoint_every", "checkpoint_dir", "resume", "history_every", "device"}
-
-
-# --- sampling and the score function (Eq. 7, 9-11) ---
-
-
-def gumbel_top_k(logits: torch.Tensor, k: int, g: int, generator: torch.Generator) -> torch.Tensor:
-    """G orderings of k items drawn without replacement from softmax(logits) (Eq. 7).
-
-    Exponential race (equivalent to Gumbel-top-k): with E_i ~ Exp(1) i.i.d., the
-    items in increasing order of the arrival times E_i / e^{L_i} are a sequential
-    Plackett-Luce draw. Exact at every range of logits: no item's weight is capped
-    (an earlier cap at e^80 made every item more than 80 nats below the best equally
-    likely, so once a run's logits spread that far the masks became near-random
-    after the first few draws; issue #20). Returns the item ids in draw order, shape (g, k).
-
-    The exact form is a top-k over log-space keys log E_i - L_i in float64
-    (``race_log_keys``). On CPU with k < n / 4 the k winners are found without
-    keys for all n items (``_race_winners``): the same orderings, apart from
-    arrivals equal to float32 precision (relative 6e-8), which come in id order.
-    """
-    lg = logits.double()
-    n = lg.shape[0]
-    shifted = lg - lg.max()  # <= 0; the race is invariant to a shift of every logit
-    u = torch.rand((g, n), dtype=torch.float32, device=lg.device, generator=generator)
-    if lg.device.type == "cpu" and 4 * k < n and n < (1 << 20) and g < (1 << 12):
-        order = _race_winners(u, shifted, k)
-        if order is not None:
-            return order
-    return torch.topk(race_log_keys(u, shifted), k, dim=1, largest=False, sorted=True).indices
-
-
-def race_log_keys(u: torch.Tensor, shifted: torch.Tensor) -> torch.Tensor:
-    """log arrival times log(-log U) - L (float64, any spread of L): smaller arrives first.
-
-    U = 0 (probability 2^-24 per float32 draw) is clamped to the smallest float32.
-    """
-    return u.double().clamp_min_(torch.finfo(torch.float32).tiny).log_().neg_().log_().sub_(shifted)
-
-
-# The filtered race packs float32 arrival times; it runs while every arrival it can keep
-# is below this (2^100: float32 holds them with room, and each kept item's 1 / weight
-# is at most cut / (-log(1 - 2^-24)) < 2^125). Past it the exact log-space top-k runs.
-_RACE_MAX_CUT = 2.0**100
-
-
-def _race_threshold(weights: torch.Tensor, target: float) -> float:
-    """A time t of the exponential race at which sum_i P(E_i / w_i < t) ~ target (within 2x).
-
-    weights: e^{L_i - L_max} in float64 (items far below underflow to 0: never kept).
-    P(E_i / w_i < t) = 1 - exp(-t w_i) <= t w_i, so t >= target / sum(w);
-    bisection in log t, at most 9 halvings of a 100-nat interval.
-    """
-    lo = float(np.log(target / float(weights.sum())))
-    hi = lo + 100.0
-    while hi - lo > 0.3:
-        mid = 0.5 * (lo + hi)
-        if float((-torch.expm1(-np.exp(mid) * weights)).sum()) < target:
-            lo = mid
-        else:
-            hi = mid
-    return float(np.exp(hi))
-
-
-def _race_winners(u: torch.Tensor, shifted: torch.Tensor, k: int) -> torch.Tensor | None:
-    """The k first arrivals of the race per row, in arrival order, from uniforms u (g, n).
-
-    Item i arrives before time t iff E_i / w_i < t iff U_i > exp(-t w_i), so one
-    comparison of u against a per-item cut keeps the items of the race's first
-    ~k + 6 sqrt(k) + 16 arrivals (t chosen so that is their expected number; the
-    count is a sum of independent Bernoullis, variance <= mean). Only their arrival
-    times are computed, in float64 (-log U) / w_i and rounded to float32 (monotone,
-    so the order is the float64 order up to ties at float32 precision); each is
-    packed with its row and item id into one int64 (row | time bits | id:
-    non-negative float32 bits order like the floats), so one flat sort orders every
-    row by arrival, ties to the lower id. A row whose kept set might not hold its k
-    first arrivals (fewer than k kept, or the k-th arrival within 1e-4 of the cut:
-    float rounding) is redone with the exact log-space top-k over all its keys.
-    Returns None when the cut exceeds ``_RACE_MAX_CUT`` (the logits have spread so
-    far that k arrivals need items ~70+ nats below the best): the caller then runs
-    the exact top-k for every row.
-    """
-    g, n = u.shape
-    weights = torch.exp(shifted)  # float64; 1 for the best item
-    target = min(float(n), k + 6.0 * np.sqrt(k) + 16.0)
-    t = _race_threshold(weights, target)
-    if t >= _RACE_MAX_CUT:
-        return None
-    cut = torch.exp(-t * weights).float()
-    # one float32 step down: a uniform on the grid between the exact cut and its rounding is kept
-    kept = u > torch.nextafter(cut, torch.zeros_like(cut))
-    flat = torch.from_numpy(np.flatnonzero(kept.numpy()))  # row-major; 4x torch.nonzero's speed here
-    if len(flat) < k:  # (practically never: the expected count is k + 6 sqrt(k) + 16 per row)
-        return None
-    rows = flat // n
-    cols = flat - rows * n
-    e = u.view(-1)[flat].double().clamp_min_(torch.finfo(torch.float32).tiny).log_().neg_()
-    arrival = e.mul_(torch.exp(-shifted[cols])).float()
-    packed = (rows << 51) | (arrival.view(torch.int32).long() << 20) | cols
-    packed = torch.from_numpy(np.sort(packed.numpy()))  # numpy's SIMD sort: ~4x torch.sort on int64 here
-    bounds = torch.searchsorted(packed, torch.arange(g + 1, dtype=torch.int64) << 51)  # row segments
-    counts = bounds[1:] - bounds[:-1]
-    start = bounds[:-1].clamp_max(len(packed) - k)
-    top = packed[start.unsqueeze(1) + torch.arange(k)]  # (g, k)
-    order = top & ((1 << 20) - 1)
-    last = ((top[:, -1] >> 20) & 0x7FFFFFFF).int().view(torch.float32)  # k-th arrival time per row
-    redo = torch.nonzero((counts < k) | (last >= t * (1.0 - 1e-4))).squeeze(1)
-    if len(redo):
-        order[redo] = torch.topk(race_log_keys(u[redo], shifted), k, dim=1, largest=False, sorted=True).indices
-    return order
-
-
-def plackett_luce_log_prob(logits: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """log P(ordering | L) = sum_t [L_{pi_t} - log Z_t], Z_t = sum of e^L over items not yet drawn.
-
-    Written sequentially and differentiably: the reference the fast score
-    function is tested against. Shape (G,) for `order` (G, k).
-    """
-    out = []
-    for row in order:
-        available = torch.ones_like(logits, dtype=torch.bool)
-        lp = logits.new_zeros(())
-        for i in row.tolist():
-            lp = lp + logits[i] - torch.logsumexp(logits[available], 0)
-            available = available.clone()
-            available[i] = False
-        out.append(lp)
-    return torch.stack(out)
-
-
-def _log_cumulative_inverse_z(log_p: torch.Tensor, log_rest: torch.Tensor) -> torch.Tensor:
-    """log C[j, t] = log sum_{t' <= t} 1 / Z_{j,t'}, shape (G, k).
-
-    log_p: logits of the drawn items in draw order (G, k); log_rest: log of the
-    never-drawn mass (G,). Z_t = rest + sum_{t' >= t} e^{L_pi_t'}, summed from the back.
-    """
-    log_tail = _logcumsumexp_rows(log_p.flip(1)).flip(1)  # log sum_{t' >= t} e^{L_pi_t'}
-    log_z = torch.logaddexp(log_rest.unsqueeze(1), log_tail)  # log Z_t
-    return _logcumsumexp_rows(-log_z)
-
-
-def _logcumsumexp_rows(x: torch.Tensor) -> torch.Tensor:
-    """torch.logcumsumexp(x, 1) for float64 rows, 4x faster on CPU via a shifted cumsum.
-
-    Each row is shifted by its max, so the partial sums lie in [e^-(spread), k]:
-    exact to float64 rounding while a row's spread stays below 600 nats (no
-    underflow of a whole prefix); otherwise torch.logcumsumexp is used.
-    """
-    if x.numel() == 0:
-        return x.clone()
-    top = x.amax(1, keepdim=True)
-    if not bool(((top - x.amin(1, keepdim=True)) < 600.0).all()):
-        return torch.logcumsumexp(x, 1)
-    return torch.exp(x - top).cumsum_(1).log_().add_(top)
-
-
-def plackett_luce_score(logits: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """Dense score function grad_L log P(ordering_j | L), shape (G, N), float64.
-
-    For item i: 1[i drawn] - e^{L_i} * sum_{t <= tau_i} 1/Z_t, where tau_i is the
-    draw that picked i, or the last draw k if i was never picked (i was then
-    available at every draw), and Z_t = sum of e^L over the items still
-    available at draw t. Computed in log space: i was available at every draw
-    t <= tau_i, so each e^{L_i}/Z_t <= 1 and nothing overflows however far the
-    logits have spread; the never-drawn mass is summed over the undrawn items
-    themselves (total minus drawn would cancel once the drawn items hold almost
-    all of it). O(N + k) per ordering.
-    """
-    lg = logits.double()
-    g, k = order.shape
-    rows = torch.arange(g, device=order.device).unsqueeze(1).expand(g, k)
-    drawn = torch.zeros((g, lg.shape[0]), dtype=torch.bool, device=lg.device)
-    drawn[rows, order] = True
-    log_rest = torch.logsumexp(lg.masked_fill(drawn, float("-inf")), 1)
-    log_c = _log_cumulative_inverse_z(lg[order], log_rest)
-    log_c_tau = log_c[:, -1:].expand_as(drawn).clone()  # never drawn: all k draws
-    log_c_tau[rows, order] = log_c  # drawn at t: draws 1..t
-    score = -torch.exp(lg.unsqueeze(0) + log_c_tau)
-    score[rows, order] += 1.0
-    return score
-
-
-# A mask takes the O(k) sparse path when its terms stay below e^20 (rounding error
-# of the base-minus-correction form <= 1e-16 * e^20 ~ 5e-8 per term) and its
-# never-drawn mass is not a tiny difference of large numbers.
-_SPARSE_MAX_LOG_TERM = 20.0
-_SPARSE_MIN_REST = 1e-8
-
-
-def policy_gradient(logits: torch.Tensor, order: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
-    """(1/G) sum_j A_j grad_L log P(ordering_j | L), shape (N,) float64.
-
-    This is the exact score function of each sampled Plackett-Luce ordering (see
-    ``plackett_luce_score``), so sum_j f_j * score_j / G is an *unbiased*
-    estimate of grad_L E[f(M)] (Eq. 9): f depends only on the set, and the set
-    probability of Eq. 7 is the sum over its orderings. Eq. 10's group-relative
-    advantage then subtracts the group mean (a baseline; including the sample's
-    own f scales the expectation by (G-1)/G) and divides by the group std (a
-    positive step-size factor), as DATAMASK App. A.9 discusses.
-
-    Cost O(N + G k) via cumulative sums: every item first gets the never-drawn
-    term of every mask, -e^{L_i} sum_j A_j C_{j,k}, and the G k drawn entries are
-    then corrected by a scatter-add. Once the logits have spread so far that
-    this base-minus-correction form would lose precision (see the thresholds
-    above), those masks use the dense log-space form instead, O(N) each.
-    """
-    lg = logits.double()
-    g, n = order.shape[0], lg.shape[0]
-    a = advantages.double()
-    m = lg.max()
-    w = torch.exp(lg - m)  # (N,) shifted weights
-    log_p = lg[order]  # (G, k)
-    rest = w.sum() - w[order].sum(1)  # never-drawn mass (shifted), cheap but cancels when tiny
-    log_c = _log_cumulative_inverse_z(log_p, torch.log(rest.clamp_min(0.0)) + m)
-    log_c_last = log_c[:, -1]
-    sparse = (rest > _SPARSE_MIN_REST * w.sum()) & ((log_p + log_c_last.unsqueeze(1)).amax(1) < _SPARSE_MAX_LOG_TERM)
-
-    grad = torch.zeros(n, dtype=torch.float64, device=lg.device)
-    if bool(sparse.any()):
-        a_s, lp_s, lc_s, lcl_s = a[sparse], log_p[sparse], log_c[sparse], log_c_last[sparse].unsqueeze(1)
-        # never-drawn term for all items; exp(log C + m) <= max(k, e^20) on sparse masks
-        grad -= w * (a_s * torch.exp(log_c_last[sparse] + m)).sum()
-        fix = a_s.unsqueeze(1) * (1.0 - torch.exp(lp_s + lc_s) + torch.exp(lp_s + lcl_s))  # true - base
-        grad.index_add_(0, order[sparse].reshape(-1), fix.reshape(-1))
-    dense_rows = torch.nonzero(~sparse).squeeze(1)
-    step = max(1, (1 << 22) // max(n, 1))  # bound the (rows, N) dense block
-    for lo in range(0, len(dense_rows), step):
-        r = dense_rows[lo : lo + step]
-        grad += (a[r].unsqueeze(1) * plackett_luce_score(lg, order[r])).sum(0)
-    return grad / g
-
-
-def group_advantage(values: torch.Tensor) -> torch.Tensor:
-    """Eq. 10: (f_j - mu_G) / sigma_G; all zeros when the group has (numerically) no spread.
-
-    Branch-free (torch.where), so a step never waits for the device.
-    """
-    v = values.double()
-    std = v.std(unbiased=False)
-    flat = ~torch.isfinite(std) | (std <= 1e-12 * v.abs().max().clamp_min(1.0))
-    return torch.where(flat, torch.zeros_like(v), (v - v.mean()) / torch.where(flat, torch.ones_like(std), std))
 
 
 def quality_init(quality: torch.Tensor, cfg: DataMaskConfig) -> torch.Tensor:
@@ -308,13 +85,6 @@ def quality_init(quality: torch.Tensor, cfg: DataMaskConfig) -> torch.Tensor:
         log.warning("quality outside [q_min, q_max] = [%s, %s]; clipped for init", cfg.q_min, cfg.q_max)
     q = q.clamp(cfg.q_min, cfg.q_max)
     return (q - cfg.q_min) / (cfg.q_max - cfg.q_min) * (cfg.l_max - cfg.l_min) + cfg.l_min
-
-
-def softmax_entropy(logits: torch.Tensor) -> float:
-    """Entropy (nats) of softmax(L): logsumexp(L) - sum_i p_i L_i."""
-    lg = logits.double()
-    p = torch.softmax(lg, 0)
-    return float(torch.logsumexp(lg, 0) - (p * lg).sum())
 
 
 def topk_indices(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -569,71 +339,6 @@ def run_block(
         )
     return BlockResult(indices, pd.DataFrame(rows), info,
                        order.cpu().numpy().astype(np.int64) if order is not None else None)
-
-
-def policy_health(history: pd.DataFrame, final_entropy: float, steps: int) -> dict:
-    """Did the returned mask keep what the logits learned, and did learning stop early? (issue #20)
-
-    ``best_topk_joint``: the best joint objective among the recorded top-S masks of the run;
-    ``returned_joint``: the mask returned; ``returned_shortfall`` = (best - returned) / |best|
-    (0 when the returned mask is at least as good); ``collapse_step``: the first recorded step at
-    which the entropy of softmax(L) was below ``COLLAPSE_ENTROPY_NATS`` (-1: never).
-
-    A low entropy alone is not harmful with an exact sampler: once the selected set is settled the
-    logits *within* it drift freely (they barely change the set's probability), so one of them can
-    take all of the first draw's mass while the masks still draw the same set (measured: N = 100k,
-    lr 10, 6,000 steps, entropy 2e-4, returned mask within 0.1% of the best top-S). Flags (1.0 / 0.0,
-    so they are metrics): ``collapsed``: final entropy below the threshold; ``premature``: it fell
-    below in the first half of the run (the step size locked the policy in before it learned: the
-    lr >= 100 runs of Fig. 14); ``below_topk``: shortfall above ``RETURNED_SHORTFALL_WARN``;
-    ``warned``: premature or below_topk.
-    """
-    topk = history[history["mask"] == "topk"] if len(history) else history
-    returned = history[history["mask"] == "returned"] if len(history) else history
-    low = topk[topk["entropy"] < COLLAPSE_ENTROPY_NATS] if len(topk) else topk
-    collapse_step = int(low["step"].iloc[0]) if len(low) else (steps if final_entropy < COLLAPSE_ENTROPY_NATS else -1)
-    premature = 0 <= collapse_step <= steps // 2
-    out = {"collapsed": float(final_entropy < COLLAPSE_ENTROPY_NATS), "collapse_step": float(collapse_step),
-           "premature": float(premature), "below_topk": 0.0, "warned": float(premature)}
-    if len(topk) and len(returned):
-        best, ret = float(topk["joint"].max()), float(returned["joint"].iloc[-1])
-        shortfall = max(0.0, best - ret) / max(abs(best), 1e-12)
-        below = shortfall > RETURNED_SHORTFALL_WARN
-        out.update({"best_topk_joint": best, "returned_joint": ret, "returned_shortfall": shortfall,
-                    "below_topk": float(below), "warned": float(premature or below)})
-    return out
-
-
-def health_message(info: dict, cfg: DataMaskConfig | None = None) -> str:
-    """One paragraph a user can act on when ``policy_health`` flags a block."""
-    parts = []
-    if info.get("premature"):
-        parts.append(f"the DataMask policy collapsed at step {int(info.get('collapse_step', -1))}: the entropy of "
-                     f"softmax(L) fell below {COLLAPSE_ENTROPY_NATS} nats in the first half of the run (now "
-                     f"{info.get('final_entropy', float('nan')):.3g}; the logits span "
-                     f"{info.get('logit_max', 0) - info.get('logit_min', 0):.1f} nats), so learning stopped early")
-    if info.get("below_topk"):
-        parts.append(f"the returned (sampled) mask's objective is {100 * info.get('returned_shortfall', 0.0):.1f}% "
-                     f"below the best top-S mask of the learned logits (warn above {100 * RETURNED_SHORTFALL_WARN:g}%)")
-    lr = f" (now {cfg.lr:g})" if cfg is not None else ""
-    return ("; ".join(parts) + ". selection.final=topk returns the top-S of the learned logits; a lower "
-            f"selection.lr{lr} keeps the policy from collapsing (docs/selection.md, 'When the policy collapses').")
-
-
-def summarize_blocks(infos: list[dict]) -> dict:
-    """Run-level policy health over blocks (for metrics and the run summary)."""
-    infos = [i for i in infos if "final_entropy" in i]
-    if not infos:
-        return {}
-    return {
-        "final_entropy_min": min(float(i["final_entropy"]) for i in infos),
-        "logit_range_max": max(float(i["logit_max"]) - float(i["logit_min"]) for i in infos),
-        "returned_shortfall_max": max(float(i.get("returned_shortfall", 0.0)) for i in infos),
-        "blocks_collapsed": float(sum(float(i.get("collapsed", 0.0)) for i in infos)),
-        "blocks_premature": float(sum(float(i.get("premature", 0.0)) for i in infos)),
-        "blocks_below_topk": float(sum(float(i.get("below_topk", 0.0)) for i in infos)),
-        "blocks_warned": float(sum(float(i.get("warned", 0.0)) for i in infos)),
-    }
 
 
 def select_datamask(
