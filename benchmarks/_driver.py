@@ -143,7 +143,6 @@ OPTIONS: dict[str, dict] = {  # the options many benchmarks take: their type and
     "keep": {"type": float, "help": "share kept: budget = keep x n"},
     "threads": {"type": int, "help": "torch threads"},
     "repeats": {"type": int, "help": "repeats of every configuration"},
-    "sizes": {"type": int, "nargs": "+", "help": "corpus sizes (documents)"},
     "engines": {"nargs": "+", "help": "local, ray, or local-wN (the local engine with N shard workers)"},
     "corpus_dir": {"type": Path, "help": "where make_corpus.py writes the replicated corpora"},
     "out": {"type": Path, "help": "where the results go"},

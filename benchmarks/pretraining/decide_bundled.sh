@@ -19,14 +19,13 @@ import pandas as pd
 for path in sorted(Path("data/01_raw/corpus").glob("corpus-*.parquet")):
     pd.read_parquet(path, columns=["id", "text"]).to_parquet(Path(sys.argv[1]) / path.name, index=False)
 PY
-( while true; do echo "$(date +%T) $(cut -d' ' -f1-3 /proc/loadavg)"; sleep 15; done ) > "$out/loadavg.txt" &
-logger=$!
-trap 'kill $logger 2>/dev/null' EXIT
+. benchmarks/_driver.sh; load_log "$out/loadavg.txt" 15
+trap 'kill $LOAD_LOGGER 2>/dev/null' EXIT
 start=$(date +%s)
 .venv/bin/curate experiment=decide data.path="$plain" run.namespace="decide_${tag}" \
   cache.dir="data/04_feature/cache_decide_${tag}" "$@" 2>&1 | tee "$out/run.log" | grep --line-buffered '^\[decide\]'
 end=$(date +%s)
-kill $logger 2>/dev/null || true
+kill $LOAD_LOGGER 2>/dev/null || true
 # the wall time with the 1-min load over the run (min, median, max): a figure taken beside other work says so
 load=$(awk '{print $2}' "$out/loadavg.txt" | sort -n | awk '{a[NR]=$1} END{printf "%s,%s,%s", a[1], a[int(NR/2)+1], a[NR]}')
 printf "wall_seconds,load1_min,load1_median,load1_max\n%s,%s\n" "$((end - start))" "$load" > "$out/wall.csv"

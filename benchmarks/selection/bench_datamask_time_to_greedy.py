@@ -88,7 +88,7 @@ def _step_vs_pass(emb, quality, budget, args, batch_ratio, seed):
 
 def main() -> None:
     args = bench.parser(
-        __doc__, sizes={"default": "2000,5000", "type": str, "nargs": None, "help": "comma-separated N (full: 5000,...)"},
+        __doc__, sizes=("2000,5000", "comma-separated N (full: 5000,...,100000)"),
         d=(128, "embedding dimension (full: 768)"), ratio=(0.1, "keep ratio S/N (paper: 10%%)"),
         batch_ratios=("0.2,1.0", "DataMask batch_ratio values"), max_steps=600, history_every=10, group_size=128,
         lr=10.0, timing_steps=12, reference_max_n=2048, threads=1, seed=0,
