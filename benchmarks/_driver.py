@@ -30,6 +30,9 @@ CORPUS = ROOT / "data" / "01_raw" / "corpus"
 SCALE = ROOT / "benchmarks" / "scale"  # make_corpus.py and process_tree.py, shared by the scale benchmarks
 # the offline evaluation tasks' Arrow folders a GPU run copies (no generation tasks)
 TASK_FOLDERS = ("ai2_arc", "boolq", "hails", "hellaswag", "openbookqa", "piqa", "sciq", "social_i_qa", "winogrande")
+# the continuous metrics the decision benchmarks compare
+METRICS = ("average", "mc_correct_prob_per_char", "mc_norm_correct_prob_per_char", "mc_margin_per_char",
+           "mc_correct_logprob_per_char", "ref_bits_per_byte")
 for _path in (ROOT / "src", SCALE):  # curation without an install, the scale helpers by module name
     if str(_path) not in sys.path:
         sys.path.append(str(_path))

@@ -8,17 +8,12 @@ while the machine stays warm) is split at each iteration-1 record into ``<label>
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-OUT = Path(__file__).resolve().parents[1] / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
 
 
 def runs(label: str, path: Path) -> dict[str, list[dict]]:
@@ -43,22 +38,19 @@ def main(argv: list[str]) -> None:
         for name, records in runs(label, Path(path)).items():
             rows += [{"run": name, **r} for r in records]
     keys = ["run", "iteration", "lm_loss", "grad_norm", "lr", "tokens_per_s", "max_memory_gib", "device", "world_size"]
-    with (OUT / "megatron_gpu.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=keys, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name in dict.fromkeys(r["run"] for r in rows):
-        its = [(r["iteration"], r["lm_loss"]) for r in rows if r["run"] == name]
-        ax.plot(*zip(*its), marker="o", ms=3, label=name)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("LM loss (nats/token)")
-    ax.set_title(f"curate-megatron train on {rows[0]['device']}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(OUT / "megatron_gpu.png", dpi=120)
-    print(f"{len(rows)} rows -> {OUT / 'megatron_gpu.csv'}")
+    bench.write_result([{k: r[k] for k in keys if k in r} for r in rows], bench.RESULTS / "megatron_gpu.csv",
+                       columns=keys, plot=plot)
 
+
+def plot(rows: list[dict], png: Path) -> None:
+    with bench.figure(png, figsize=(7, 4), dpi=120) as (fig, ax):
+        for name in dict.fromkeys(r["run"] for r in rows):
+            its = [(r["iteration"], r["lm_loss"]) for r in rows if r["run"] == name]
+            ax.plot(*zip(*its), marker="o", ms=3, label=name)
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("LM loss (nats/token)")
+        ax.set_title(f"curate-megatron train on {rows[0]['device']}")
+        ax.legend(fontsize=7)
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -1,12 +1,9 @@
 """Does annealing verification rank corpora as from-scratch training does? (issue #21 item 4)
 
-Reads two MLflow experiments of this project -- the Table 2 sweep (`curate experiment=table2_tiny`:
-each corpus trained from scratch, 3 seeds) and the verification sweep over the same six corpora
-(`curate -m experiment=ufw_rank_agreement`: 3 verification seeds, each its own base model) -- and
-sets the two protocols' rankings side by side per metric (:func:`curation.reporting.decisions.rank_agreement`):
-Kendall tau of the corpus means, sign agreement of every pair, and how many pairs each protocol decides
-(> 2 SE over seeds) and whether the decided ones agree. Also the decisions of the verification alone,
-and the compute of each protocol (training tokens and wall seconds, from the runs).
+Reads the Table 2 sweep (`curate experiment=table2_tiny`) and the verification sweep over the same corpora
+(`curate -m experiment=ufw_rank_agreement`) from MLflow and sets the two rankings side by side per metric
+(:func:`curation.reporting.decisions.rank_agreement`), with the verification's decisions and each protocol's
+compute.
 
     PYTHONPATH=src python benchmarks/pretraining/rank_agreement.py
 writes benchmarks/results/ufw_rank_agreement.csv, ufw_rank_agreement_decisions.csv, ufw_rank_agreement.png.
@@ -14,16 +11,17 @@ writes benchmarks/results/ufw_rank_agreement.csv, ufw_rank_agreement_decisions.c
 
 from __future__ import annotations
 
-import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import METRICS, ROOT  # noqa: E402
+
 SEED = "params.verification.seed"
-METRICS = ("average", "mc_correct_prob_per_char", "mc_norm_correct_prob_per_char", "mc_margin_per_char",
-           "mc_correct_logprob_per_char", "ref_bits_per_byte")
 
 
 def verification_values(runs: pd.DataFrame, ratio_label: str, corpora) -> pd.DataFrame:
@@ -40,20 +38,14 @@ def verification_values(runs: pd.DataFrame, ratio_label: str, corpora) -> pd.Dat
 
 
 def main() -> None:
-    import matplotlib.pyplot as plt
-
     from curation.config_loader import compose_config
     from curation.reporting.decisions import decisions, rank_agreement
     from curation.reporting.table2 import ORDER, decision_values
     from curation.tracking.report_runs import fetch_runs
     from curation.tracking.store import resolve_uri
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train-experiment", default="table2_tiny")
-    parser.add_argument("--verify-experiment", default="ufw_rank_agreement")
-    parser.add_argument("--ratio", default="r0.30")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    args = parser.parse_args()
+    args = bench.parser(__doc__, train_experiment="table2_tiny", verify_experiment="ufw_rank_agreement", ratio="r0.30",
+                        out=bench.RESULTS).parse_args()
     uri = resolve_uri(compose_config(ROOT / "conf")["tracking"]["uri"], ROOT)
     train_runs = fetch_runs(uri, args.train_experiment, "latest_sweep", [], []).runs
     verify_runs = fetch_runs(uri, args.verify_experiment, "latest_sweep", [], []).runs
@@ -90,27 +82,25 @@ def main() -> None:
     print(compute.to_string(index=False))
     print("\n".join(verdicts[verdicts["decided"]]["verdict"]))
 
-    fig, axes = plt.subplots(1, len(METRICS), figsize=(3.0 * len(METRICS), 3.0))
-    for ax, metric in zip(axes, METRICS):
-        a = train[train["metric"] == metric].groupby("corpus")["value"].agg(["mean", "sem"])
-        b = verify[verify["metric"] == metric].groupby("corpus")["value"].agg(["mean", "sem"])
-        common = [c for c in ORDER if c in a.index and c in b.index]
-        if not common:
-            continue
-        ax.errorbar(a.loc[common, "mean"], b.loc[common, "mean"], xerr=a.loc[common, "sem"],
-                    yerr=b.loc[common, "sem"], fmt="o", markersize=4)
-        for c in common:
-            ax.annotate(c, (a.loc[c, "mean"], b.loc[c, "mean"]), fontsize=6, xytext=(2, 2), textcoords="offset points")
-        row = table[table["metric"] == metric]
-        tau = float(row["kendall_tau"].iloc[0]) if len(row) else np.nan
-        ax.set_title(f"{metric}\ntau = {tau:.2f}", fontsize=7)
-        ax.set_xlabel("from scratch", fontsize=7)
-        ax.set_ylabel("verification (annealed)", fontsize=7)
-        ax.tick_params(labelsize=6)
-    fig.suptitle("Corpus means (± SE over 3 seeds): training from scratch vs annealing verification", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out / "ufw_rank_agreement.png", dpi=120)
-
+    with bench.figure(out / "ufw_rank_agreement.png", 1, len(METRICS), figsize=(3.0 * len(METRICS), 3.0),
+                      dpi=120) as (fig, axes):
+        for ax, metric in zip(axes, METRICS):
+            a = train[train["metric"] == metric].groupby("corpus")["value"].agg(["mean", "sem"])
+            b = verify[verify["metric"] == metric].groupby("corpus")["value"].agg(["mean", "sem"])
+            common = [c for c in ORDER if c in a.index and c in b.index]
+            if not common:
+                continue
+            ax.errorbar(a.loc[common, "mean"], b.loc[common, "mean"], xerr=a.loc[common, "sem"],
+                        yerr=b.loc[common, "sem"], fmt="o", markersize=4)
+            for c in common:
+                ax.annotate(c, (a.loc[c, "mean"], b.loc[c, "mean"]), fontsize=6, xytext=(2, 2), textcoords="offset points")
+            row = table[table["metric"] == metric]
+            tau = float(row["kendall_tau"].iloc[0]) if len(row) else np.nan
+            ax.set_title(f"{metric}\ntau = {tau:.2f}", fontsize=7)
+            ax.set_xlabel("from scratch", fontsize=7)
+            ax.set_ylabel("verification (annealed)", fontsize=7)
+            ax.tick_params(labelsize=6)
+        fig.suptitle("Corpus means (± SE over 3 seeds): training from scratch vs annealing verification", fontsize=9)
 
 if __name__ == "__main__":
     main()

@@ -242,8 +242,7 @@ def decide(args) -> None:
         _agreement(values, pd.read_csv(verify_path), out, args.name)
 
 
-AGREEMENT_METRICS = ("average", "mc_correct_prob_per_char", "mc_norm_correct_prob_per_char", "mc_margin_per_char",
-                     "mc_correct_logprob_per_char", "ref_bits_per_byte")
+AGREEMENT_METRICS = bench.METRICS
 
 
 def _agreement(train: pd.DataFrame, verify: pd.DataFrame, out: Path, name: str) -> None:
