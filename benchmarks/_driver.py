@@ -68,6 +68,15 @@ def bundled(columns: Optional[list[str]] = None):
     return pd.concat([pd.read_parquet(f, columns=columns) for f in files], ignore_index=True)
 
 
+def sample_texts(n: int, seed: int = 0) -> list[str]:
+    """``n`` real documents drawn uniformly from the bundled corpus (all lengths and sources), in corpus order."""
+    import numpy as np
+
+    df = bundled(["text"])
+    idx = np.random.default_rng(seed).choice(len(df), size=min(n, len(df)), replace=False)
+    return df["text"].iloc[np.sort(idx)].tolist()
+
+
 # --- one result: CSV + plot + MLflow ---------------------------------------------------------------------
 
 def _number(value: str):

@@ -22,13 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _driver as bench  # noqa: E402
 
 
-def load_texts(n: int, seed: int = 0) -> list[str]:
-    """``n`` real documents drawn uniformly from the bundled corpus (all lengths and sources)."""
-    df = bench.bundled(["text"])
-    idx = np.random.default_rng(seed).choice(len(df), size=min(n, len(df)), replace=False)
-    return df["text"].iloc[np.sort(idx)].tolist()
-
-
 def main() -> None:
     args = bench.parser(__doc__, n=(1000, "documents per run"), repeats=(1, "interleaved repeats of every configuration"),
                         out=bench.RESULTS / "embedding_throughput",
@@ -41,7 +34,7 @@ def main() -> None:
 
     from curation.embedding import EmbedderConfig, SentenceEmbedder, load_sentence_model
 
-    texts = load_texts(args.n)
+    texts = bench.sample_texts(args.n)
     model = load_sentence_model()
     model.encode(texts[:16])  # warm-up: first-call allocations are not throughput
 

@@ -34,13 +34,6 @@ VARIANTS = {
 }
 
 
-def load_texts(n: int, seed: int = 0) -> list[str]:
-    """``n`` real documents drawn uniformly from the bundled corpus."""
-    df = bench.bundled(["text"])
-    idx = np.random.default_rng(seed).choice(len(df), size=min(n, len(df)), replace=False)
-    return df["text"].iloc[np.sort(idx)].tolist()
-
-
 def interleaved_steps(threads: int, rounds: int) -> list[dict]:
     """tiny's bare training step (forward, backward, clip, AdamW) as fp32, bf16 autocast and torch.compile.
 
@@ -105,7 +98,7 @@ def main() -> None:
 
     from curation.lm import CausalLM, get_config, pack_documents, train, train_tokenizer
 
-    texts = load_texts(args.docs)
+    texts = bench.sample_texts(args.docs)
     scratch = tempfile.TemporaryDirectory(prefix="bench_lm_")  # packed data and checkpoints, removed at exit
     work = Path(scratch.name)
     tok = train_tokenizer(texts, vocab_size=8192)

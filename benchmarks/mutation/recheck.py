@@ -1,16 +1,12 @@
 """Re-check a finished run's survivors against the project's *current* tests (issue 28).
 
-``run.py`` gives every mutant the tests of the scratch copy it made at the start; tests written while it ran (or
-after it) are not in that copy, and a whole re-run of a large module takes an hour. This runs each surviving
-mutant of ``<work>/<module>`` (its ``mutants/src``, as mutmut generated it) against the module's test files from
-this checkout, one pytest process per mutant, the way mutmut does: ``MUTANT_UNDER_TEST`` selects the mutant in the
-trampolined module. Only valid while ``src/curation/<module>.py`` is unchanged since the run (checked).
+Each surviving mutant of ``<work>/<module>`` (its ``mutants/src``) against this checkout's test files, one
+pytest process per mutant (``MUTANT_UNDER_TEST``, as mutmut does); only while the module is unchanged since the run.
 
     MUTMUT=/work/mutvenv/bin/mutmut bash benchmarks/mutation/run.sh selection/datamask   # the run
     /work/mutvenv/bin/python benchmarks/mutation/recheck.py selection/datamask --jobs 2  # its survivors, again
 
-Writes ``<work>/<module>/recheck.txt`` (``name: killed|survived|timeout``) and, with ``--update``, the recounted
-row in ``benchmarks/results/mutation.csv`` (its note says how many were rechecked).
+Writes ``<work>/<module>/recheck.txt`` and, with ``--update``, the recounted row of ``mutation.csv``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Mutation testing of the scientific core with mutmut 3.x, one module at a time (issue 28; a benchmark, not CI).
 
-For each module, a scratch copy of the project (``src/``, ``tests/``, ``conf/``, ``data/``, ``pyproject.toml``
-with a ``[tool.mutmut]`` section naming that one module and its tests) is made under ``--work``; mutmut mutates
-only that module and runs only the module's own test files against each mutant. The counts go to
-``benchmarks/results/mutation.csv`` (one row per module, replaced on a re-run; the ``note`` column of an
-existing row is kept: it is where surviving mutants are explained, e.g. as equivalent).
+Per module, a scratch copy of the project whose ``[tool.mutmut]`` section names that module and its own tests
+(under ``--work``); the counts go to ``benchmarks/results/mutation.csv`` (one row per module, replaced on a re-run;
+an existing row's ``note``, where survivors are explained, is kept).
 
     # once: mutmut in its own venv that sees the project's packages (the project's .venv is left alone)
     python3.11 -m venv /work/mutvenv
@@ -17,8 +15,7 @@ existing row is kept: it is where surviving mutants are explained, e.g. as equiv
     # from a git worktree (its data/ lacks the corpus): link another checkout's data/ instead
     MUTMUT=/work/mutvenv/bin/mutmut bash benchmarks/mutation/run.sh pruning --data /work/main/data
 
-Survivors are listed in ``<work>/<module>/survivors.txt``; ``mutmut show <name>`` in
-``<work>/<module>`` prints a mutant's diff.
+Survivors: ``<work>/<module>/survivors.txt``; ``mutmut show <name>`` there prints a mutant's diff.
 """
 
 from __future__ import annotations

@@ -3,12 +3,9 @@
     PYTHONPATH=src .venv/bin/python benchmarks/pretraining/decide_report.py \
         --namespace ladder_B1 --out benchmarks/results/decide_ladder_B1 experiment=decide_ladder [overrides...]
 
-Composes the config as ``curate`` would (the overrides after the options), reads the namespace's documents,
-scores and embeddings, runs :func:`curation.decide.cells.run_cells` (every finished cell is loaded from the cache; an
-unfinished one would be trained, so use it on finished runs or pass ``decide.rungs`` to leave a rung out) and
-writes what the job's report node writes: decide_cells.csv, decide_items.parquet, decisions.csv,
-size_agreement.csv, item_vs_seed.csv, snr.csv, tasks.csv, decisions.png, ladder.png, recommendation.md. Used for
-an interim report while a long ladder runs, and to report a run with today's statistics.
+Composes the config as ``curate`` would, runs :func:`curation.decide.cells.run_cells` on the namespace's outputs
+(finished cells come from the cache) and writes what the job's report node writes (decide_cells.csv, decisions.csv,
+..., recommendation.md): an interim report of a long ladder, or a run reported with today's statistics.
 """
 
 from __future__ import annotations

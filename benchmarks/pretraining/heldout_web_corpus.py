@@ -1,11 +1,7 @@
 """A second corpus for issue #43 item 6: the bundled corpus's web documents that no rater trains on.
 
-The raters (fastText x2, Edu, Wiki, DSIR targets) are fitted on the bundled corpus with
-``scoring.training.holdout_fraction=0.5``: every document whose salted id hash falls in the reserved half
-is left out of every training set. This script writes the web documents of that half (real Common Crawl and
-HTML-page text, about 3,500 documents) as a parquet corpus of id + text (no category, no human label), so
-that ``curate experiment=decide_ladder data.path=<out> scoring.training.holdout_fraction=0.5`` scores them
-with raters that never saw them.
+The web documents of the half ``scoring.training.holdout_fraction=0.5`` reserves from every rater's training
+set, as an id + text parquet corpus (``curate experiment=decide_ladder data.path=<out> ...`` scores them).
 
 Run:  .venv/bin/python benchmarks/pretraining/heldout_web_corpus.py data/01_raw/heldout_web
 """

@@ -1,9 +1,8 @@
 """Is a fastText model shared by worker processes? Loaded before ``fork`` (copy-on-write pages) vs
 loaded in each ``forkserver`` worker (what the local engine's shard workers do, docs/scaling.md).
 
-Each of two pool workers predicts 2,000 texts of the bundled corpus, then reports its RSS, PSS and
-private memory (``/proc/<pid>/smaps_rollup``) and the model's load time. Without ``--model`` it
-first trains an unquantized model (dim 100, ``--bucket`` hash buckets) on 3,000 bundled documents.
+Each of two pool workers predicts 2,000 bundled texts, then reports its RSS, PSS and private memory and the
+model's load time; without ``--model`` an unquantized model is trained first.
 
     nice -n 19 .venv/bin/python benchmarks/scale/fasttext_sharing.py            # a 422 MiB model
     nice -n 19 .venv/bin/python benchmarks/scale/fasttext_sharing.py --model \\

@@ -18,15 +18,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from curation.selection import datamask
 from curation.selection.config import parse_selection_config
-from curation.selection.objectives import Objective
-from curation.selection.synthetic import clustered_unit_vectors
-
-from bench_datamask_pws_scale import bench
+from bench_datamask_pws_scale import bench, pws_problem  # the same problem (50 clusters = its own)
 
 EXACT = datamask.gumbel_top_k
 
@@ -58,19 +54,6 @@ def run(emb: torch.Tensor, q: torch.Tensor, budget: int, steps: int, sampler: st
             "min_entropy": float(topk["entropy"].min())}
 
 
-def problem(n: int, d: int, keep: float, clusters: int) -> tuple[torch.Tensor, torch.Tensor, int, float]:
-    """Clustered unit vectors (seed 0; 50 clusters = bench_datamask_pws_scale's problem), the budget and the
-    mean PWS of 5 random subsets of that size."""
-    emb, q, _ = clustered_unit_vectors(n, d, n_clusters=clusters, seed=0)
-    emb_t, q_t = torch.from_numpy(emb), torch.tensor(q, dtype=torch.float32)
-    budget = int(keep * n)
-    obj = Objective(emb_t, q_t, diversity="pws", lam=0.0)
-    rng = np.random.default_rng(0)
-    f_random = float(np.mean([float(obj.pairwise_similarity(torch.from_numpy(rng.choice(n, budget, replace=False))[None])[0])
-                              for _ in range(5)]))
-    return emb_t, q_t, budget, f_random
-
-
 def main() -> None:
     f_greedy = {"type": float, "default": None,
                 "help": "greedy PWS on the same problem (bench_datamask_pws_scale.py measures it: ~11 min at 100k); "
@@ -79,7 +62,7 @@ def main() -> None:
                         clusters=50, lr=10.0, f_greedy=f_greedy, append=(False, "add the rows to an existing CSV"),
                         threads=1, out=bench.RESULTS).parse_args()
     torch.set_num_threads(args.threads)
-    emb, q, budget, f_random = problem(args.n, args.d, args.keep, args.clusters)
+    emb, q, _, budget, f_random = pws_problem(args.n, args.d, args.keep, args.clusters)
     rows = []
     for sampler in args.samplers:
         for steps in args.steps:

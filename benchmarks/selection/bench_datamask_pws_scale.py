@@ -57,10 +57,11 @@ def settle_step(steps: np.ndarray, values: np.ndarray, tol: float = 0.005, of_pr
     return -1
 
 
-def pws_problem(n: int, d: int, keep: float) -> tuple[torch.Tensor, torch.Tensor, Objective, int, float]:
-    """The synthetic PWS problem both PWS benchmarks measure (50 clusters, seed 0): embeddings and quality
+def pws_problem(n: int, d: int, keep: float, clusters: int = 50) -> tuple[torch.Tensor, torch.Tensor, Objective, int,
+                                                                         float]:
+    """The synthetic PWS problem the PWS benchmarks measure (``clusters`` clusters, seed 0): embeddings and quality
     as tensors, the diversity-only objective, the budget and the mean PWS of 5 random selections of that size."""
-    emb, q, _ = clustered_unit_vectors(n, d, n_clusters=50, seed=0)
+    emb, q, _ = clustered_unit_vectors(n, d, n_clusters=clusters, seed=0)
     emb_t, q_t = torch.from_numpy(emb), torch.tensor(q, dtype=torch.float32)
     budget = int(keep * n)
     obj = Objective(emb_t, q_t, diversity="pws", lam=0.0)

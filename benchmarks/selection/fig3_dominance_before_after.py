@@ -1,13 +1,7 @@
 """DiSF Fig. 3 before and after issue #26: two definitions of the dominance score x two selection settings.
 
-Reads the selections that `curate -m experiment=disf_fig3_dominance` sweeps wrote (``selected_ids.parquet`` of
-each job, by document id) and scores each with
-
-- ``covariance``: the project's score before issue #26 (features centred only: covariance eigenvalues);
-- ``official``: DiSF's official ``Visual&verify/dominance_score.py`` (every dimension standardised: the
-  correlation matrix's eigenvalues), ``curation.selection.dominance_scores`` since issue #26;
-
-both the top-10 eigenvalue share of the selection's static embeddings (``data/04_feature/<ns>/embeddings``).
+Scores the selections a `curate -m experiment=disf_fig3_dominance` sweep wrote with ``covariance`` (the score
+before issue #26) and ``official`` (DiSF's dominance_score.py: correlation eigenvalues): the top-10 eigenvalue share.
 
     python benchmarks/selection/fig3_dominance_before_after.py \
         "before=data/07_model_output/default/multirun/<sweep of the old setting>" \

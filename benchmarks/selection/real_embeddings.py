@@ -1,11 +1,7 @@
 """Real MiniLM embeddings of the bundled corpus for the selection benchmarks, cached on disk.
 
-384-d: the packaged MiniLM (all-MiniLM-L6-v2) of each document's first 1,500
-characters. 768-d: no 768-d model is available offline, so the 768-d matrix is
-the concatenation of two *real* MiniLM views of the same document -- its first
-1,500 characters and its last 1,500 characters -- which keeps real correlation
-structure (the two halves are strongly correlated, as the dimensions of a real
-768-d encoder are); it is not the output of a 768-d encoder, and says so.
+384-d: MiniLM of each document's first 1,500 characters; 768-d: that and the MiniLM of its last 1,500 characters
+concatenated (two real views: no 768-d model is offline; not the output of a 768-d encoder).
 """
 
 from __future__ import annotations
