@@ -10,9 +10,13 @@ greedy for every objective), ``topk_quality``, ``random``, ``semdedup``, ``dvrl`
     sel.history   # pandas DataFrame, one row per recorded step
     sel.info      # dict: config, counts, timings
 
-Modules, one algorithm each: ``config`` (knobs + defaults), ``objectives`` (Eq. 3,
-4, 12), ``datamask``, ``greedy``, ``baselines``, ``semdedup``, ``dvrl``,
-``diagnostics``, ``budget`` (exact budget splits), ``api`` (``select``).
+Modules, one job each: ``config`` (knobs + defaults), ``objectives`` (Eq. 3, 4, 12), ``datamask`` (the
+block driver of Algorithm 1) with ``datamask_sampler`` (Eq. 7), ``datamask_policy`` (Eq. 9-11) and
+``datamask_health``; ``greedy`` with ``greedy_batch`` (one batch of DiSF Algorithm 1) and ``greedy_disf``
+(DiSF Eq. 3-5 in closed form); ``baselines``, ``semdedup``, ``dvrl``, ``diagnostics``, ``budget`` (exact budget
+splits), ``tokens`` (token budgets), ``api`` (``select``); ``corpus`` (named corpus recipes) with
+``corpus_budget``, ``corpus_pick`` and ``corpus_pick_shards`` (the selection stage in memory and on shards);
+``sharded`` (blocks as tasks).
 """
 
 from curation.selection.api import Selection, select
