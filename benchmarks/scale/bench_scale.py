@@ -88,6 +88,11 @@ SIGNALS_CHILD = textwrap.dedent("""
     if engine == "ray":
         import ray
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if engine.startswith("local-w") or engine == "local_workers":  # as in CHILD
+        ENGINE = EngineConfig(engine="local", progress=False,
+                              workers=cpus_available() if engine == "local_workers" else int(engine[len("local-w"):]))
+    elif engine != "whole_frame":
+        ENGINE = EngineConfig(engine=engine, progress=False)
     start = time.perf_counter()
     if engine == "whole_frame":
         docs = pd.concat([t.load() for t in tasks], ignore_index=True)
@@ -170,6 +175,7 @@ def plot(rows: list[dict], path: Path) -> None:
                     xscale="log")
         for ax in axes:
             ax.legend()
+
 
 if __name__ == "__main__":
     main()
