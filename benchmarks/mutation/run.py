@@ -52,7 +52,13 @@ MODULES: dict[str, list[str]] = {
     "selection/semdedup": ["tests/selection/test_selection_api.py", "-k", "semdedup"],
     "selection/dvrl": ["tests/selection/test_selection_dvrl.py", "tests/selection/test_selection_api.py", "-k", "dvrl"],
     "selection/greedy": ["tests/selection/test_selection_greedy.py", "tests/selection/test_selection_disf.py"],
+    # greedy.py and datamask.py were split by job (issue #45): each part is mutated against the same tests
+    "selection/greedy_batch": ["tests/selection/test_selection_greedy.py", "tests/selection/test_selection_disf.py"],
+    "selection/greedy_disf": ["tests/selection/test_selection_greedy.py", "tests/selection/test_selection_disf.py"],
     "selection/datamask": ["tests/selection/test_selection_datamask.py"],
+    "selection/datamask_sampler": ["tests/selection/test_selection_datamask.py"],
+    "selection/datamask_policy": ["tests/selection/test_selection_datamask.py"],
+    "selection/datamask_health": ["tests/selection/test_selection_datamask.py"],
     "verification/anneal": ["tests/verification/test_verification_anneal.py",
                             "tests/verification/test_verification_schedule.py"],
     "verification/config": ["tests/verification/test_verification_config.py",
