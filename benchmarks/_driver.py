@@ -1,4 +1,4 @@
-"""What the benchmarks share: where results go, the load-average and wall-time record, one writer of a
+"""What the benchmarks share: where results go, the load-average record, one writer of a
 result's CSV + plot (+ MLflow run), one builder of the repeated command-line options, and the pattern of the
 GPU scripts (prepare inputs here, run one process per cell there, gather the cells' JSON into CSVs).
 
@@ -49,15 +49,6 @@ def loadavg3() -> str:
     """The 1-, 5- and 15-minute load averages as one string (``"0.52 0.61 0.70"``)."""
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
-
-@contextmanager
-def measured(load: Callable[[], Any] = loadavg, prefix: str = "load") -> Iterator[dict]:
-    """``{<prefix>_before, seconds, cpu_seconds, <prefix>_after}`` of the block (filled in as it ends)."""
-    record: dict = {f"{prefix}_before": load()}
-    wall, cpu = time.perf_counter(), time.process_time()
-    yield record
-    record.update(seconds=time.perf_counter() - wall, cpu_seconds=time.process_time() - cpu)
-    record[f"{prefix}_after"] = load()
 
 
 def bundled(columns: Optional[list[str]] = None):

@@ -30,13 +30,13 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import config_key
-from curation.errors import EmptyCorpusError
 from curation.data.validate import LINE, REASONS, ValidationConfig, validate_documents
+from curation.data.textdedup import DEDUP_REASONS, DedupSettings, find_text_drops, pass1 as dedup_pass1
+from curation.errors import EmptyCorpusError
 from curation.shards.dedup import find_duplicates, partition_ids
 from curation.shards.executor import EngineConfig, ShardResult, ShardTask, engine_from_data, run_shards, sum_stats
 from curation.shards.manifest import Manifest
 from curation.shards.store import ShardedDataset, ShardWriter, shard_names
-from curation.data.textdedup import DEDUP_REASONS, DedupSettings, find_text_drops, pass1 as dedup_pass1
 
 log = logging.getLogger(__name__)
 
