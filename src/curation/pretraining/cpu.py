@@ -3,7 +3,7 @@
 :func:`megatron_on_cpu` makes ``torch.cuda.current_device()`` answer ``cpu``; :func:`seed_on_cpu` keeps
 Megatron's named RNG streams on torch's CPU generator (:class:`CpuRNGStatesTracker`); :func:`pick_device`
 chooses between CUDA and CPU. The stand-ins of the training loop itself (torch DDP, AdamW, the micro-batch
-loop, ``torch.save``) are named in :func:`curation.pretraining.train._train_cpu`.
+loop, ``torch.save``) are named in :mod:`curation.pretraining.devices`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def megatron_on_cpu():
     answers ``cpu``, so those tensors are made where the model is. Nothing else
     changes: the layers, their arithmetic and their parameters are megatron-core's.
     The pieces that stay CUDA-only are replaced in
-    :func:`curation.pretraining.train._train_cpu`, not patched (each named there).
+    :class:`curation.pretraining.devices.CpuRun`, not patched (each named there).
     """
     import torch
 

@@ -17,8 +17,9 @@
 This module is the ``curate-megatron`` command line; each job lives in a module of its own:
 
 - :mod:`curation.pretraining.convert`: ``convert``, a selection -> ``<prefix>.bin/.idx`` (and the tokenizer loaders);
-- :mod:`curation.pretraining.train`: ``train``, the plan of a run (``--dry-run``) and the training loop, on
-  CUDA + NCCL or on CPU + gloo;
+- :mod:`curation.pretraining.train`: ``train``, the plan of a run (``--dry-run``) and the training loop, one
+  for CUDA + NCCL and CPU + gloo;
+- :mod:`curation.pretraining.devices`: what differs between the two devices (start, build, step, save, resume);
 - :mod:`curation.pretraining.cpu`: the stand-ins that let megatron-core's CUDA-only pieces run on CPU;
 - :mod:`curation.pretraining.export`: ``export``, a checkpoint -> this project's ``CausalLM`` folder;
 - :mod:`curation.pretraining.megatron`: the models (DATAMASK Sec. 4.1).
@@ -49,7 +50,7 @@ from curation.pretraining.export import (  # noqa: F401  (re-exported)
 from curation.pretraining.megatron import MODELS, TRAINING
 from curation.pretraining.train import (  # noqa: F401  (re-exported)
     LATEST_FILE, LOG_FILE, OPTIMIZER_SHARDING, TrainPlan, _init_distributed, _latest, _log, _lr_scheduler,
-    _micro_batches, _model_overrides, _start_run, _train_cpu, _train_cuda, _write_latest, build_plan,
+    _micro_batches, _model_overrides, _start_run, _write_latest, build_plan,
     build_train_dataset, train)
 
 
@@ -103,7 +104,7 @@ def parser() -> argparse.ArgumentParser:
                         "without it a resumed run restarts Adam's moments)")
     t.add_argument("--log-interval", type=int, default=10)
     t.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
-                   help="cuda (NCCL, Megatron's DDP and optimizer) | cpu (gloo; see _train_cpu) | auto")
+                   help="cuda (NCCL, Megatron's DDP and optimizer) | cpu (gloo; see pretraining/devices.py) | auto")
     t.add_argument("--num-layers", type=int, default=None,
                    help="fewer layers than the model's (smoke runs of a paper model on one GPU)")
     t.add_argument("--world-size", type=int, default=None,

@@ -8,8 +8,9 @@ constant LR 4e-4, weight decay 0.1, clip 1.0, global batch 1,536 sequences of
 8,192 tokens, 400B / 300B tokens) and the forward-backward schedule --
 following ``examples/run_simple_mcore_train_loop.py`` of Megatron-LM, on CUDA
 with NCCL. ``--device cpu`` runs the same model, data and LR schedule on CPU
-with gloo (1 or more processes); the CUDA-only pieces of megatron-core 0.16.1
-that it replaces are listed in :func:`_train_cpu`. Both write ``train_log.jsonl``
+with gloo (1 or more processes). One loop serves both; what differs (the
+CUDA-only pieces of megatron-core 0.16.1 that the CPU run replaces, and the
+rest) is named in :mod:`curation.pretraining.devices`. Both write ``train_log.jsonl``
 and checkpoints that resume (CPU: model, optimizer and scheduler; CUDA: model
 weights, optimizer moments restart).
 """
@@ -25,7 +26,6 @@ import json
 import math
 import os
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Optional
@@ -33,7 +33,8 @@ from typing import Iterator, Optional
 import numpy as np
 
 from curation.pretraining.convert import load_hf_tokenizer, megatron_tokenizer
-from curation.pretraining.cpu import megatron_on_cpu, pick_device, seed_on_cpu
+from curation.pretraining.cpu import pick_device
+from curation.pretraining.devices import OPTIMIZER_SHARDING, CpuRun, CudaRun  # noqa: F401
 from curation.pretraining.megatron import MODELS, TRAINING
 
 
@@ -228,9 +229,6 @@ def _log(path: Optional[Path], record: dict) -> None:
 
 
 LATEST_FILE = "latest.json"
-# megatron-core 0.16.1's default distributed-optimizer layout (fully_sharded_model_space) is deprecated and its
-# save fails ("ShardedTensor.flattened_range is not supported"); dp_reshardable saves each rank's buffers.
-OPTIMIZER_SHARDING = {"distrib_optim_sharding_type": "dp_reshardable"}
 LOG_FILE = "train_log.jsonl"
 
 
@@ -247,246 +245,52 @@ def _start_run(args: argparse.Namespace, rank: int, world_size: int):
 
 
 def train(args: argparse.Namespace) -> None:
-    """Pre-train with megatron-core: on CUDA + NCCL (:func:`_train_cuda`) or on CPU + gloo (:func:`_train_cpu`)."""
-    if pick_device(args.device) == "cuda":
-        _train_cuda(args)
-    else:
-        _train_cpu(args)
-
-
-def _train_cpu(args: argparse.Namespace) -> None:
-    """The same model, data, schedule and checkpoint cycle on CPU with the gloo backend (1 or more processes).
-
-    megatron-core's model (``GPTModel`` and its layers), dataset (``GPTDataset``
-    over the indexed dataset) and LR scheduler run as they are (under
-    :func:`megatron_on_cpu`). Four of its pieces are CUDA-only in 0.16.1 and
-    have a plain-torch stand-in here, named with the call that fails:
-
-    - ``model_parallel_cuda_manual_seed`` (``torch.cuda.manual_seed``) and the CUDA RNG tracker that
-      every attention forward forks (``CudaRNGStatesTracker.fork``): :func:`seed_on_cpu`, the same named
-      streams on torch's CPU generator.
-    - ``DistributedDataParallel`` (``_ParamAndGradBuffer`` allocates on ``torch.cuda.current_device()``):
-      ``torch.nn.parallel.DistributedDataParallel`` over gloo when there are 2+ processes.
-    - ``get_megatron_optimizer`` (``FP32Optimizer`` keeps its loss scale on ``'cuda'``): ``torch.optim.AdamW``
-      with Megatron's parameter groups (no weight decay on biases and norms) and ``clip_grad_norm_``.
-    - ``get_forward_backward_func`` (``forward_backward_no_pipelining`` counts tokens on ``'cuda'``): the
-      same micro-batch loop written out; ``dist_checkpointing`` (``torch.cuda.synchronize`` when saving):
-      ``torch.save`` of model, optimizer and scheduler, so a resumed run continues exactly.
-    """
-    import torch
+    """Pre-train with megatron-core: one loop on CUDA + NCCL (:class:`~curation.pretraining.devices.CudaRun`) or
+    on CPU + gloo (:class:`~curation.pretraining.devices.CpuRun`); what differs between the two is named there."""
     import torch.distributed as dist
     from megatron.core import parallel_state
-    from megatron.core.transformer.moe.moe_utils import MoEAuxLossAutoScaler
 
-    from curation.pretraining.megatron import build_model
-
-    if args.tensor_parallel != 1 or args.expert_parallel != 1:
-        raise SystemExit("on CPU, --tensor-parallel and --expert-parallel must be 1 (data parallel only)")
-    if not args.fp32:
-        args.fp32 = True  # bf16 matmuls on CPU are slow and Megatron's bf16 path needs its CUDA optimizer
-    rank, world_size = _init_distributed("gloo")
-    if not parallel_state.model_parallel_is_initialized():
-        parallel_state.initialize_model_parallel(1, 1)
-    seed_on_cpu(args.seed)
+    run = (CudaRun if pick_device(args.device) == "cuda" else CpuRun)(args)
+    rank, world_size = run.start(_init_distributed)
     plan, say, save_dir, log_path = _start_run(args, rank, world_size)
-
-    with megatron_on_cpu():
-        model = build_model(args.model, device="cpu", **_model_overrides(args))
-        wrapped = model
-        if world_size > 1:
-            wrapped = torch.nn.parallel.DistributedDataParallel(model)
-        decay = [p for n, p in model.named_parameters() if p.ndim > 1 and not n.endswith("bias")]
-        no_decay = [p for n, p in model.named_parameters() if not (p.ndim > 1 and not n.endswith("bias"))]
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "wd_mult": 1.0}, {"params": no_decay, "wd_mult": 0.0}],
-            lr=args.lr, betas=(args.adam_beta1, args.adam_beta2), eps=1e-8, weight_decay=args.weight_decay)
-        scheduler = _lr_scheduler(optimizer, args, plan)
+    with run.context():
+        run.build(plan, _model_overrides(args))
+        scheduler = _lr_scheduler(run.optimizer, args, plan)
         start_iter = 0
         latest = _latest(save_dir)
         if latest is not None:
-            if latest.get("format") != "torch":
-                raise SystemExit(f"{save_dir} holds a {latest.get('format')!r} checkpoint (CUDA run); "
-                                 "resume it on CUDA or start a new --save folder")
-            state = torch.load(save_dir / latest["dir"] / "state.pt", map_location="cpu", weights_only=False)
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
+            restored = run.resume(save_dir, latest, scheduler)
             start_iter = latest["iteration"]
-            say(f"resumed from iteration {start_iter} (model, optimizer and scheduler state)", flush=True)
-            _log(log_path, {"resumed_from": start_iter})
-
+            say(f"resumed from iteration {start_iter} ({restored})", flush=True)
+            if rank == 0:
+                _log(log_path, {"resumed_from": start_iter})
         # Megatron's builder builds the sample index on rank 0 first, then the other ranks read its cache.
         dataset = build_train_dataset(args.data_prefix, args.tokenizer, args.seq_length,
                                       plan.train_iters * plan.global_batch_size, args.seed)
-        batches = _micro_batches(dataset, plan, rank, start_iter)
-        # Megatron's schedule scales the MoE auxiliary loss's gradient by 1 / micro-batches (as the LM loss).
-        MoEAuxLossAutoScaler.set_loss_scale(torch.tensor(1.0 / plan.grad_accumulation))
-
+        batches = _micro_batches(dataset, plan, parallel_state.get_data_parallel_rank(), start_iter)
+        run.synchronize()
         t_last = time.perf_counter()
-        wrapped.train()
+        run.wrapped.train()
         for iteration in range(start_iter, plan.train_iters):
-            optimizer.zero_grad(set_to_none=True)
-            losses = []
-            for micro in range(plan.grad_accumulation):
-                batch = next(batches)
-                sync = micro == plan.grad_accumulation - 1 or world_size == 1
-                with (nullcontext() if sync else wrapped.no_sync()):
-                    per_token = wrapped(batch["tokens"], batch["position_ids"], batch.get("attention_mask"),
-                                        labels=batch["labels"])
-                    mask = batch["loss_mask"].float()
-                    loss = (per_token.float() * mask).sum() / mask.sum()
-                    (loss / plan.grad_accumulation).backward()
-                losses.append(loss.detach())
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad))
-            optimizer.step()
+            losses, grad_norm = run.step(batches, plan)
             scheduler.step(plan.global_batch_size)
             if (iteration + 1) % args.log_interval == 0 or iteration == start_iter:
-                lm_loss = torch.stack(losses).mean()
-                if world_size > 1:
-                    dist.all_reduce(lm_loss)
-                    lm_loss /= world_size
+                lm_loss = run.logged_loss(losses)
+                run.synchronize()
                 now = time.perf_counter()
                 done = (iteration + 1 - start_iter) if iteration == start_iter else args.log_interval
                 tokens_per_s = done * plan.tokens_per_iteration / (now - t_last)
                 t_last = now
                 if rank == 0:
-                    _log(log_path, {"iteration": iteration + 1, "lm_loss": float(lm_loss), "grad_norm": grad_norm,
-                                    "lr": optimizer.param_groups[0]["lr"], "tokens_per_s": tokens_per_s,
-                                    "device": "cpu", "world_size": world_size})
+                    _log(log_path, {"iteration": iteration + 1, "lm_loss": lm_loss, "grad_norm": grad_norm,
+                                    "lr": run.optimizer.param_groups[0]["lr"], "tokens_per_s": tokens_per_s,
+                                    **run.log_fields()})
             if save_dir is not None and ((iteration + 1) % args.save_interval == 0
                                          or iteration + 1 == plan.train_iters):
+                name = f"iter_{iteration + 1:07d}"
+                run.save(save_dir / name, iteration + 1, scheduler, rank)
                 if rank == 0:
-                    name = f"iter_{iteration + 1:07d}"
-                    target = save_dir / name
-                    target.mkdir(exist_ok=True)
-                    tmp = target / ".state.pt.tmp"
-                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                "scheduler": scheduler.state_dict(), "iteration": iteration + 1}, tmp)
-                    os.replace(tmp, target / "state.pt")
-                    _write_latest(save_dir, iteration + 1, name, "torch", args)
+                    _write_latest(save_dir, iteration + 1, name, run.checkpoint_format, args,
+                                  optimizer=run.saves_optimizer)
                 dist.barrier()
-    dist.barrier()
-    parallel_state.destroy_model_parallel()  # so that one process can run train() again (tests, sweeps)
-    dist.destroy_process_group()
-
-
-def _train_cuda(args: argparse.Namespace) -> None:
-    """The training loop on CUDA + NCCL (see the module docstring); one process per GPU under torchrun."""
-    import torch
-
-    from functools import partial
-
-    import torch.distributed as dist
-    from megatron.core import dist_checkpointing, parallel_state
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
-    from megatron.core.distributed.finalize_model_grads import finalize_model_grads
-    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
-    from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
-
-    from curation.pretraining.megatron import build_model
-
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local_rank)
-    rank, world_size = _init_distributed("nccl")
-    parallel_state.initialize_model_parallel(args.tensor_parallel, 1,
-                                             expert_model_parallel_size=args.expert_parallel)
-    model_parallel_cuda_manual_seed(args.seed)
-    plan, say, save_dir, log_path = _start_run(args, rank, world_size)
-
-    dtype = torch.float32 if args.fp32 else torch.bfloat16
-    model = build_model(args.model, device="cuda", use_cpu_initialization=False, bf16=not args.fp32,
-                        params_dtype=dtype, **_model_overrides(args))
-    model = DistributedDataParallel(
-        config=model.config,
-        ddp_config=DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
-                                                 use_distributed_optimizer=True),
-        module=model,
-    )
-    optimizer = get_megatron_optimizer(
-        OptimizerConfig(optimizer="adam", lr=args.lr, min_lr=args.min_lr, weight_decay=args.weight_decay,
-                        adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, clip_grad=args.clip_grad,
-                        bf16=not args.fp32, params_dtype=dtype, use_distributed_optimizer=True),
-        [model],
-    )
-    gbs = plan.global_batch_size
-    scheduler = _lr_scheduler(optimizer, args, plan)
-
-    start_iter = 0
-    latest = _latest(save_dir)
-    if latest is not None:  # resume
-        if latest.get("format", "dist") != "dist":
-            raise SystemExit(f"{save_dir} holds a {latest.get('format')!r} checkpoint (CPU run); "
-                             "start a new --save folder")
-        folder = str(save_dir / latest["dir"])
-        if latest.get("optimizer"):
-            model_state = model.module.sharded_state_dict(prefix="")
-            state = dist_checkpointing.load(
-                {"model": model_state, "optimizer": optimizer.sharded_state_dict(model_state, is_loading=True, metadata=OPTIMIZER_SHARDING)},
-                folder)
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            restored = "model weights and optimizer state"
-        else:  # a checkpoint of weights only
-            model.module.load_state_dict(dist_checkpointing.load(model.module.sharded_state_dict(prefix=""), folder))
-            restored = "model weights only; optimizer moments restart"
-        start_iter = latest["iteration"]
-        scheduler.step(start_iter * gbs)
-        say(f"resumed from iteration {start_iter} ({restored})")
-        if rank == 0:
-            _log(log_path, {"resumed_from": start_iter})
-
-    # Megatron's builder builds the sample index on rank 0 first, then the other ranks read its cache.
-    dataset = build_train_dataset(args.data_prefix, args.tokenizer, args.seq_length,
-                                  plan.train_iters * plan.global_batch_size, args.seed)
-    batches = _micro_batches(dataset, plan, parallel_state.get_data_parallel_rank(), start_iter)
-
-    def loss_func(loss_mask, output_tensor):
-        losses = output_tensor.float().view(-1)
-        mask = loss_mask.view(-1).float()
-        loss = torch.sum(losses * mask) / mask.sum()
-        # A copy: the schedule divides the returned loss in place by the number of micro-batches.
-        return loss, {"lm loss": loss.detach().clone()}
-
-    def forward_step(data_iterator, module):
-        batch = {k: v.cuda(non_blocking=True) for k, v in next(data_iterator).items()}
-        output = module(batch["tokens"], batch["position_ids"], batch.get("attention_mask"), labels=batch["labels"])
-        return output, partial(loss_func, batch["loss_mask"])
-
-    forward_backward = get_forward_backward_func()
-    torch.cuda.synchronize()
-    t_last = time.perf_counter()
-    for iteration in range(start_iter, plan.train_iters):
-        model.zero_grad_buffer()
-        optimizer.zero_grad()
-        losses = forward_backward(forward_step_func=forward_step, data_iterator=batches, model=[model],
-                                  num_microbatches=plan.grad_accumulation, seq_length=args.seq_length,
-                                  micro_batch_size=args.micro_batch_size, decoder_seq_length=args.seq_length,
-                                  forward_only=False)
-        finalize_model_grads([model])
-        _, grad_norm, _ = optimizer.step()
-        scheduler.step(gbs)
-        if (iteration + 1) % args.log_interval == 0 or iteration == start_iter:
-            loss = torch.stack([x["lm loss"] for x in losses]).mean().item() if losses else float("nan")
-            torch.cuda.synchronize()
-            now = time.perf_counter()
-            done = (iteration + 1 - start_iter) if iteration == start_iter else args.log_interval
-            tokens_per_s = done * plan.tokens_per_iteration / (now - t_last)
-            t_last = now
-            if rank == 0:
-                _log(log_path, {"iteration": iteration + 1, "lm_loss": loss, "grad_norm": grad_norm,
-                                "lr": optimizer.param_groups[0]["lr"], "tokens_per_s": tokens_per_s,
-                                "device": torch.cuda.get_device_name(), "world_size": world_size,
-                                "max_memory_gib": torch.cuda.max_memory_allocated() / 2**30})
-        if save_dir is not None and ((iteration + 1) % args.save_interval == 0 or iteration + 1 == plan.train_iters):
-            name = f"iter_{iteration + 1:07d}"
-            (save_dir / name).mkdir(exist_ok=True)
-            model_state = model.module.sharded_state_dict(prefix="")
-            if args.save_optimizer:
-                model_state = {"model": model_state,
-                               "optimizer": optimizer.sharded_state_dict(model_state, metadata=OPTIMIZER_SHARDING)}
-            dist_checkpointing.save(model_state, str(save_dir / name))
-            if rank == 0:
-                _write_latest(save_dir, iteration + 1, name, "dist", args, optimizer=args.save_optimizer)
-            dist.barrier()
-    dist.destroy_process_group()
+    run.finish()
