@@ -292,6 +292,16 @@ def test_every_package_has_a_floor():
     assert sorted(tops - FLOORS.keys()) == []
 
 
+def test_the_maps_floor_table_is_this_one():
+    """docs/architecture.md's table of floors names the same packages on the same floors as ``FLOORS``."""
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    table = {}
+    for floor, packages in re.findall(r"^\| (\d+) [^|]+\| ([^|]+) \|", doc, flags=re.M):
+        table.update(dict.fromkeys((name.removesuffix(".py") for name in re.findall(r"`([^`]+)`", packages)),
+                                   int(floor)))
+    assert table == {name: floor for name, floor in FLOORS.items() if name != "curation"}
+
+
 def test_imports_run_down_the_floors_but_a_listed_few():
     found = upward_imports(import_graph(PACKAGE))
     assert sorted(found) == sorted(UPWARD) and len(UPWARD) <= 3
