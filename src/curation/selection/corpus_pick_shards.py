@@ -3,14 +3,16 @@
 The same pick as :func:`curation.selection.corpus_pick.run_selection` (DATAMASK Sec. 4.3: the method
 on the pruned corpus, same candidate pool and budget) on sharded inputs: DataMask's blocks (Algorithm
 1, Sec. 4.3 "Splitting") run as independent, resumable block tasks (:mod:`curation.selection.sharded`),
-``topk_quality`` / ``random`` read only the quality column, the in-memory methods gather the pool's
-embeddings up to ``selection.max_items``; a token budget solves the mask size that holds it
+``topk_quality`` / ``random`` read only the quality column, greedy DiSF streams its batches
+(:mod:`curation.selection.greedy_shards`), the other in-memory methods gather the pool's embeddings up to
+``selection.max_items``; a token budget solves the mask size that holds it
 (:mod:`curation.selection.tokens`). The selected documents are written per documents shard, and a
 finished run is read back from its work folder (``selection_key`` names it in the result cache).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -60,8 +62,9 @@ def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: 
 
     The candidate pool and the budget are those of :func:`run_selection` (same seed, same
     ``budget.candidates`` subsample). ``datamask`` runs as independent block tasks;
-    ``topk_quality`` / ``random`` read only the quality column; the in-memory methods gather the pool's
-    embeddings and refuse past ``selection.max_items``. ``selected_documents`` is written per documents
+    ``topk_quality`` / ``random`` read only the quality column; greedy with a batch-local objective (DiSF,
+    PWS) streams its batches; the other in-memory methods gather the pool's embeddings and refuse past
+    ``selection.max_items``. ``selected_documents`` is written per documents
     shard, in document order. ``work`` (a result-cache entry or staging folder) holds the block
     checkpoints and outputs: a killed run resumes, a finished one is read back (``selection_cache_hit``).
     """
@@ -69,6 +72,7 @@ def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: 
 
     from curation.selection.baselines import select_random
     from curation.selection.config import parse_selection_config
+    from curation.selection.greedy_shards import batch_local, run_greedy_batches
     from curation.selection.sharded import (
         check_scale,
         check_selection_inputs,
@@ -121,6 +125,9 @@ def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: 
         local = topk_positions(quality[kept], n_select) if method == "topk_quality" else \
             select_random(len(kept), n_select, seed)
         positions = pool[kept[local]]
+    elif method == "greedy" and batch_local(cfg):  # DiSF Algorithm 1's batches, one in memory at a time
+        positions, history, info = run_greedy_batches(quality, pool, pruned_embeddings, n_select, cfg, seed, work,
+                                                      progress=progress)
     else:
         check_scale(method, len(pool), cfg.max_items)
         embeddings = gather_rows(pruned_embeddings, pool)
@@ -210,21 +217,21 @@ def _select_shards_to_tokens(method: str, cfg: Any, quality: np.ndarray, pool: n
                              tokens: dict[str, Any], seed: int, work: Any, engine: Any, in_process: Optional[bool],
                              progress: Optional[Callable[[int, int], None]]) -> tuple[np.ndarray, pd.DataFrame, dict]:
     """:func:`run_selection_shards`' pick to a token budget (:mod:`curation.selection.tokens`): global
-    positions, history, info. DataMask runs its blocks at each solved size S (``work/tokens-S<S>``, each
-    resumable); the ordered methods read only quality and ``n_tokens``; the rest, and any pick with fixed
-    domain proportions, gather the pool's embeddings (refused past ``selection.max_items``)."""
+    positions, history, info. DataMask runs its blocks, and greedy with a batch-local objective streams its
+    batches, at each solved size S (``work/tokens-S<S>``, each resumable); the ordered methods read only quality
+    and ``n_tokens``; the rest, and any pick with fixed domain proportions, gather the pool's embeddings
+    (refused past ``selection.max_items``)."""
     from pathlib import Path
 
+    from curation.selection.greedy_shards import batch_local, run_greedy_batches
     from curation.selection.sharded import check_scale, gather_rows, run_datamask_blocks
-    from curation.selection.tokens import ORDERED, fit_to_tokens, select_tokens
+    from curation.selection.tokens import ORDERED, TokenBudgetError, _check_tokens, fit_to_tokens, select_tokens
 
     n_tokens, budget_tokens = tokens["n_tokens"], float(tokens["budget"])
     if np.isnan(n_tokens).any():
         raise ValueError(f"selection: {int(np.isnan(n_tokens).sum())} candidates are not in documents: the pruned "
                          "corpus is stale; re-make it with `curate pipeline=scoring+pruning`")
     if method == "datamask" and tokens["groups"] is None:
-        from curation.selection.tokens import _check_tokens
-
         _check_tokens(n_tokens, len(pool), budget_tokens)
         histories: dict[int, tuple[pd.DataFrame, dict]] = {}
 
@@ -238,6 +245,25 @@ def _select_shards_to_tokens(method: str, cfg: Any, quality: np.ndarray, pool: n
         local, extra = fit_to_tokens(run, n_tokens, budget_tokens, quality=quality)
         history, info = histories[int(extra["token_solved_size"])]
         info = {**{k: v for k, v in info.items() if k != "blocks"}, **extra}
+    elif method == "greedy" and batch_local(cfg) and tokens["groups"] is None:
+        # select_tokens' in-place min_quality pruning first, then greedy on the kept candidates, streamed
+        kept = np.arange(len(pool)) if cfg.min_quality is None else np.flatnonzero(quality >= cfg.min_quality)
+        counts = _check_tokens(n_tokens[kept], len(kept), budget_tokens)
+        if not budget_tokens < counts.sum():
+            raise TokenBudgetError(f"token budget {budget_tokens:,.0f}: the {len(kept)} candidates left after "
+                                   f"selection.min_quality hold {counts.sum():,.0f} tokens. Fix: lower the budget "
+                                   "or selection.min_quality.")
+        plain, runs = dataclasses.replace(cfg, min_quality=None), {}
+
+        def run(size: int) -> np.ndarray:
+            positions, history, info = run_greedy_batches(quality[kept], pool[kept], pruned_embeddings, size, plain,
+                                                          seed, Path(work) / f"tokens-S{size}", progress=progress)
+            runs[size] = (history, info)
+            return np.searchsorted(pool[kept], positions)
+
+        local, extra = fit_to_tokens(run, counts, budget_tokens, quality=quality[kept])
+        history, info = runs[int(extra["token_solved_size"])]
+        local, info = kept[np.asarray(local, dtype=np.int64)], {**info, **extra}
     elif method in ORDERED and tokens["groups"] is None:
         result = select_tokens(method, quality=quality, embeddings=np.zeros((len(pool), 1), dtype="float32"),
                                n_tokens=n_tokens, budget_tokens=budget_tokens, config=cfg, seed=seed)

@@ -161,6 +161,47 @@ _FAST = {
 }
 
 
+def greedy_batch_size(n: int, cfg: GreedyConfig) -> int:
+    """b of DiSF Algorithm 1: ``cfg.batch_size``, else 1024 for disf and all ``n`` candidates otherwise."""
+    return cfg.batch_size or (1024 if cfg.diversity == "disf" else n)
+
+
+def plan_greedy(n: int, budget: int, cfg: GreedyConfig, seed: int = 0) -> list[tuple[int, int, int, Optional[int]]]:
+    """DiSF Algorithm 1's batches over ``n`` candidates in order: (start, size, budget, first pick) each.
+
+    Contiguous batches of b items (:func:`greedy_batch_size`), the budget split
+    by largest remainder; the random first picks are drawn here, in batch order, one per batch that picks some
+    but not all of its items, so a batch run alone (:func:`pick_batch`, e.g. streamed from shards) picks what
+    it picks inside :func:`select_greedy`.
+    """
+    b = greedy_batch_size(n, cfg)
+    starts = list(range(0, n, b))
+    sizes = [min(b, n - s) for s in starts]
+    budgets = allocate_budget(budget, sizes)
+    rng = np.random.default_rng(derive_seed(seed, 20))
+    plan = []
+    for start, size, s_i in zip(starts, sizes, budgets):
+        first = None
+        if 0 < s_i < size and cfg.first_pick == "random":
+            first = int(rng.integers(size))
+        plan.append((start, size, int(s_i), first))
+    return plan
+
+
+def pick_batch(objective: Objective, pool: np.ndarray, budget: int, first: Optional[int],
+               cfg: GreedyConfig) -> tuple[np.ndarray, int]:
+    """The greedy picks of one batch (``pool``: its candidates' rows in ``objective``), in pick order, and the
+    candidate-set evaluations they took."""
+    if budget >= len(pool):
+        return pool, 0
+    if budget == 0:
+        return pool[:0], 0
+    batch = _Batch(objective, pool, budget)
+    impl = {"reference": _reference, "official": _official_disf}.get(cfg.impl, _FAST[cfg.diversity])
+    impl(batch, first)
+    return pool[np.asarray(batch.picks, dtype=np.int64)], batch.evaluations
+
+
 def select_greedy(
     objective: Objective,
     budget: int,
@@ -170,40 +211,29 @@ def select_greedy(
     progress: Progress = None,
 ) -> tuple[np.ndarray, pd.DataFrame, dict]:
     """Greedy over contiguous batches (DiSF Algorithm 1); returns (ids, history, info)."""
-    n = objective.n
-    b = cfg.batch_size or (1024 if cfg.diversity == "disf" else n)
-    starts = list(range(0, n, b))
-    sizes = [min(b, n - s) for s in starts]
-    budgets = allocate_budget(budget, sizes)
-    rng = np.random.default_rng(derive_seed(seed, 20))
+    plan = plan_greedy(objective.n, budget, cfg, seed)
     picked, rows, evaluations = [], [], 0
     t0 = time.perf_counter()
-    for i, (start, size, s_i) in enumerate(zip(starts, sizes, budgets)):
+    for i, (start, size, s_i, first) in enumerate(plan):
         pool = np.arange(start, start + size, dtype=np.int64)
-        if s_i >= size:
-            picked.append(pool)
+        ids, batch_evaluations = pick_batch(objective, pool, s_i, first, cfg)
+        if len(ids):
+            picked.append(ids)
+        if not 0 < s_i < size:
             continue
-        if s_i == 0:
-            continue
-        batch = _Batch(objective, pool, s_i)
-        first = int(rng.integers(size)) if cfg.first_pick == "random" else None
-        impl = {"reference": _reference, "official": _official_disf}.get(cfg.impl, _FAST[cfg.diversity])
-        impl(batch, first)
-        ids = pool[np.asarray(batch.picks, dtype=np.int64)]
-        picked.append(ids)
-        evaluations += batch.evaluations
+        evaluations += batch_evaluations
         rows.append(
             {
                 "batch": i,
                 "candidates": size,
                 "budget": s_i,
-                "evaluations": batch.evaluations,
+                "evaluations": batch_evaluations,
                 "wall_time_s": time.perf_counter() - t0,
             }
         )
-        log.debug("greedy batch %d: %d of %d picked, %d evaluations", i, s_i, size, batch.evaluations)
+        log.debug("greedy batch %d: %d of %d picked, %d evaluations", i, s_i, size, batch_evaluations)
         if progress is not None:
-            progress(i + 1, len(starts))
+            progress(i + 1, len(plan))
     indices = np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=np.int64)
-    info = {"batch_size": b, "n_batches": len(starts), "evaluations": evaluations, "impl": cfg.impl}
+    info = {"batch_size": greedy_batch_size(objective.n, cfg), "n_batches": len(plan), "evaluations": evaluations, "impl": cfg.impl}
     return indices, pd.DataFrame(rows), info

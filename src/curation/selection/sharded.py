@@ -22,7 +22,10 @@ embeddings or the ids of the corpus:
 * ``topk_quality`` and ``random`` work on the quality column alone (8 bytes/doc): exact global
   top-k with ties to the earlier position, or a seeded choice of k of N positions (the in-memory
   :func:`~curation.selection.baselines.select_topk_quality` / ``select_random`` results).
-* ``greedy``, ``semdedup`` and ``dvrl`` hold their whole candidate set (and copies of it: greedy's
+* ``greedy`` whose batches each read only their own rows (DiSF, PWS: :mod:`curation.selection.greedy_shards`)
+  streams DiSF Algorithm 1's batches from the shards, one in memory at a time, with no limit.
+* ``greedy`` otherwise (facility location, block-standardised or standardised two-term objectives),
+  ``semdedup`` and ``dvrl`` hold their whole candidate set (and copies of it: greedy's
   float64 objective, SemDeDup's k-means and per-cluster similarity blocks) in one process: they
   run on the gathered candidate pool up to :data:`MAX_ITEMS` (or ``selection.max_items``) and refuse
   past it, naming datamask / topk_quality / random or ``budget.candidates``.
@@ -81,11 +84,13 @@ def check_scale(method: str, n_candidates: int, max_items: Optional[int] = None)
         return
     limit = int(max_items) if max_items is not None else MAX_ITEMS.get(method)
     if limit is not None and n_candidates > limit:
+        streams = (" greedy streams its batches when each batch's objective is its own: diversity disf or pws, "
+                   "with standardize false or lam 0 or 1 (selection=greedy_disf does)." if method == "greedy" else "")
         raise ScaleLimitError(
             f"selection.method={method} holds every candidate in one process; its limit is {limit:,} items "
             f"(selection.max_items), the candidate pool has {n_candidates:,}. Use selection=datamask (independent "
             f"blocks), selection=topk_quality or selection=random (stream the quality column), or select from a "
-            f"seeded subsample with budget.candidates=<= {limit}.")
+            f"seeded subsample with budget.candidates=<= {limit}.{streams}")
 
 
 # --- positions, quality, ids, embeddings ---
