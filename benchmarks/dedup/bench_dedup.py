@@ -174,8 +174,7 @@ def scale(args) -> None:
         corpus = make_corpus(n, args.corpus_dir / f"{n}")
         buckets = max(16, n // args.docs_per_bucket)
         with tempfile.TemporaryDirectory(dir=args.corpus_dir) as work:
-            before = loadavg()
-            result = run_json([CHILD, str(corpus), work, mode, str(buckets)])
+            result = run_json(CHILD, corpus, work, mode, buckets)
             row = {"stage": "minhash", "docs": result["rows"], "seconds": round(result["seconds"], 1),
                    "signature_seconds": round(result["signature_seconds"], 1),
                    "bucket_seconds": round(result["bucket_seconds"], 1),
@@ -184,7 +183,8 @@ def scale(args) -> None:
                    "peak_rss_mb": round(result["peak_rss_mb"], 1), "cores": 1,
                    "candidate_pairs": result["candidate_pairs"], "near_duplicates": result["near_duplicates"],
                    "pairs_verified_by_text": result.get("lsh_pairs_verified"),
-                   "corpus": mode, "buckets": buckets, "load_before": before, "load_after": loadavg()}
+                   "corpus": mode, "buckets": buckets, "load_before": result["load_before"],
+                   "load_after": result["load_after"]}
             rows.append(row)
             print(row, flush=True)
     bench.write_result(rows, RESULTS / "dedup_scale.csv", plot=plot_scale, append=args.append)

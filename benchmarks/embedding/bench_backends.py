@@ -1,5 +1,13 @@
-"""Embedding backends side by side: speed, fidelity to MiniLM, and what selection keeps.
+"""Embedding backends timed on the same real corpus documents, two results (sub-commands).
 
+``throughput``: our SentenceEmbedder vs a plain SentenceTransformer.encode. Same real corpus texts, same model,
+one process, configurations interleaved (repeat r runs each once before repeat r+1); one CSV row per
+(configuration, repeat) with the largest deviation from the plain vectors, and a bar chart of the median docs/s.
+Writes benchmarks/results/embedding_throughput.csv and .png.
+
+    .venv/bin/python benchmarks/embedding/bench_backends.py throughput --n 1000 --repeats 2
+
+``backends``: embedding backends side by side: speed, fidelity to MiniLM, and what selection keeps.
 One run on the same real corpus documents (default 2,000: every human-labelled
 DCLM row and every LLM-scored FineWeb-Edu row, so the Edu head can be trained
 and evaluated, plus a uniform random fill from the rest of the corpus). Rows:
@@ -17,7 +25,7 @@ max/mean 1 - cos to ``torch``, and, judged under the MiniLM vectors: (a) ``pws_g
 (b) ``edu_roc_auc`` (the Edu head trained on these documents), (c) ``dup_recall@...`` (MiniLM's near-duplicate
 pairs found) and ``semdedup_removed_recall``.
 
-    flock /tmp/bench.lock .venv/bin/python benchmarks/embedding/bench_backends.py
+    flock /tmp/bench.lock .venv/bin/python benchmarks/embedding/bench_backends.py backends
 
 Writes benchmarks/results/embedding_backends.csv/.png and logs both to MLflow.
 """
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 import time
 from dataclasses import replace
@@ -39,6 +48,115 @@ import _driver as bench  # noqa: E402
 
 FORCED_SOURCES = ("dclm_human_labeled", "fineweb_edu_scorer")
 
+
+def warm_model(texts: list[str]):
+    """MiniLM as SentenceTransformer loads it, warmed up: first-call allocations are not throughput."""
+    from curation.embedding import load_sentence_model
+
+    model = load_sentence_model()
+    model.encode(texts[:16])
+    return model
+
+
+def plain(model, texts: list[str], batch_size: int = 32):
+    """The library baseline: ``SentenceTransformer.encode``, normalised (batch 32: the library's default)."""
+    return model.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
+
+
+# --- throughput ---------------------------------------------------------------------------------------------
+
+def throughput(args) -> None:
+    import torch
+
+    from curation.embedding import EmbedderConfig, SentenceEmbedder
+
+    texts = bench.sample_texts(args.n)
+    model = warm_model(texts)
+
+    def plain_timed(batch_size: int):
+        def run():
+            t0 = time.perf_counter()
+            return plain(model, texts, batch_size), time.perf_counter() - t0
+
+        return run
+
+    def ours(**kw):
+        emb = SentenceEmbedder(EmbedderConfig(show_progress=False, **kw), model=model)
+
+        def run():
+            r = emb.encode(texts)
+            return r.embeddings, r.seconds
+
+        return run
+
+    configs = {
+        "plain encode bs32 (library default)": plain_timed(32),
+        "plain encode bs64": plain_timed(64),
+        "ours default (bs64, sort, 2 threads, max_chars 4096)": ours(),
+        "ours bs32": ours(batch_size=32),
+        "ours bs128": ours(batch_size=128),
+        "ours no token sort": ours(sort_by_length=False),
+        "ours no char pre-cut": ours(max_chars=0),
+        "ours 1 thread": ours(num_threads=1),
+        "ours int8 dynamic quantisation (opt-in)": ours(quantize="int8"),
+    }
+    try:
+        import onnxruntime  # noqa: F401
+
+        onnx_note = "onnxruntime present but the ONNX export needs a hub download; not run"
+    except ImportError:
+        onnx_note = "skipped: onnxruntime not installed (no extra installs)"
+
+    rows = []
+    reference = None
+    for rep in range(args.repeats):
+        for name, run in configs.items():
+            vecs, seconds = run()
+            vecs = np.asarray(vecs, dtype=np.float32)
+            if reference is None:
+                reference = vecs
+            dev = float(1.0 - (vecs * reference).sum(1).min())
+            rows.append(
+                {
+                    "config": name,
+                    "repeat": rep,
+                    "n_docs": len(texts),
+                    "seconds": round(seconds, 3),
+                    "docs_per_s": round(len(texts) / seconds, 2),
+                    "max_1_minus_cos_vs_plain": dev,
+                    "torch_threads_default": torch.get_num_threads(),
+                    "cpus": os.cpu_count(),
+                    "load_avg_1m": round(bench.loadavg(), 2),
+                    "python": platform.python_version(),
+                }
+            )
+            print(f"[{rep}] {name:55s} {rows[-1]['docs_per_s']:8.2f} docs/s  dev={dev:.2e}  load={rows[-1]['load_avg_1m']}", flush=True)
+    rows.append({"config": "onnx backend", "repeat": 0, "n_docs": len(texts), "seconds": "", "docs_per_s": "", "max_1_minus_cos_vs_plain": onnx_note})
+
+    bench.write_result(rows, args.out.with_suffix(".csv"), plot=lambda _, png: plot_throughput(
+        pd.read_csv(args.out.with_suffix(".csv")), png))
+
+
+def plot_throughput(frame: pd.DataFrame, png_path: Path) -> None:
+    """Bar chart of the median docs/s per configuration, ratio to the first (plain) row."""
+    frame = frame[pd.to_numeric(frame["docs_per_s"], errors="coerce").notna()].astype({"docs_per_s": float})
+    med = frame.groupby("config", sort=False)["docs_per_s"].median()
+    base = med.iloc[0]
+    n_rep = int(frame["repeat"].max()) + 1
+    with bench.figure(png_path, figsize=(11, 5), dpi=120) as (fig, ax):
+        colors = ["#888888" if c.startswith("plain") else "#1f77b4" for c in med.index]
+        ax.barh(med.index[::-1], med.values[::-1], color=colors[::-1])
+        for i, v in enumerate(med.values[::-1]):
+            ax.text(v, i, f" {v:.1f} ({v / base:.2f}x)", va="center", fontsize=8)
+        ax.set_xlabel(
+            f"documents / second (median of {n_rep} interleaved run(s), {int(frame['n_docs'].iloc[0])} real corpus "
+            f"docs,\nall-MiniLM-L6-v2 on CPU, {int(frame['cpus'].iloc[0])} cores, 1-min load avg "
+            f"{frame['load_avg_1m'].min():.1f}-{frame['load_avg_1m'].max():.1f})")
+        ax.set_title("Embedding throughput: ours vs plain SentenceTransformer.encode (grey)")
+        ax.set_xlim(0, med.max() * 1.3)
+
+
+# --- backends -----------------------------------------------------------------------------------------------
 
 def load_documents(n: int, seed: int = 0) -> pd.DataFrame:
     df = bench.bundled()
@@ -69,21 +187,10 @@ def top_pairs(unit: np.ndarray, k: int | None = None, threshold: float | None = 
     return set(zip(iu[0][keep].tolist(), iu[1][keep].tolist()))
 
 
-def main() -> None:
-    args = bench.parser(
-        __doc__, n=2000, budget=200, steps=(300, "DataMask steps per selection"),
-        seeds=(5, "DataMask seeds per selection (gain shares: mean +- SE)"),
-        only=("", "comma-separated subset of rows (debugging)"),
-        static_model=("models/static-tokenlearn-minilm", "the static_trained row's model folder"),
-        static_dim=(256, "its width"), out=bench.RESULTS / "embedding_backends", mlflow=True,
-        log_only=(False, "log an existing CSV/PNG to MLflow (no re-run)")).parse_args()
-    if args.log_only:
-        log_results(Path(args.out), vars(args))
-        return
-
+def backends(args) -> None:
     import torch
 
-    from curation.embedding import EmbedderConfig, load_sentence_model, make_embedder
+    from curation.embedding import EmbedderConfig, make_embedder
     from curation.scoring.config import ScoringConfig
     from curation.scoring.run import score_corpus
     from curation.selection import api as sel_api
@@ -106,7 +213,6 @@ def main() -> None:
         "static_trained": EmbedderConfig(**base, backend="static", dim=args.static_dim, max_seq_length=256, batch_size=1024,
                                          sort_by_length=False, static_model=args.static_model),
     }
-    only = set(filter(None, args.only.split(",")))
     vectors: dict[str, np.ndarray] = {}
     rows: list[dict] = []
 
@@ -122,21 +228,15 @@ def main() -> None:
         print(f"{name:10s} {rows[-1]['docs_per_s']:8.1f} docs/s {rows[-1]['docs_per_cpu_s']:8.1f} docs/cpu-s "
               f"load {la:.1f}", flush=True)
 
-    model = load_sentence_model()
-    model.encode(texts[:16])  # warm-up
-    if not only or "plain" in only:
-        timed("plain", lambda: model.encode(texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False))
-    build_s = {}
+    model = warm_model(texts)
+    timed("plain", lambda: plain(model, texts))
     for name, cfg in configs.items():
-        if only and name not in only and name != "torch":
-            continue
         t0 = time.perf_counter()
         emb = make_embedder(cfg)  # builds (or loads) the artifact: not part of docs/s
-        build_s[name] = round(time.perf_counter() - t0, 1)
+        setup_s = round(time.perf_counter() - t0, 1)
         emb.encode(texts[:16])
         timed(name, lambda: emb.encode(texts).embeddings)
-        rows[-1]["artifact"] = getattr(emb, "artifact", "")
-        rows[-1]["setup_s"] = build_s[name]
+        rows[-1].update(artifact=getattr(emb, "artifact", ""), setup_s=setup_s)
 
     ref = vectors["torch"]
     n = len(ref)
@@ -209,30 +309,18 @@ def main() -> None:
         row.update(cpus=os.cpu_count(), torch_threads=2, python=platform.python_version(),
                    budget=args.budget, datamask_steps=args.steps)
 
-    bench.write_result(rows, args.out.with_suffix(".csv"), plot=lambda _, png: plot(args.out.with_suffix(".csv"), png))
+    # the numeric cells as MLflow metrics <embedder>_<column> (names made MLflow-safe)
+    metrics = {re.sub(r"[^0-9A-Za-z_\-. /:]", "_", f"{r['embedder']}_{k}".replace(">=", "_ge_")): float(v)
+               for r in rows for k, v in r.items()
+               if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)}
+    bench.write_result(rows, args.out.with_suffix(".csv"), plot=lambda _, png: plot_backends(
+        args.out.with_suffix(".csv"), png), log=None if args.no_mlflow else dict(
+        name="embedding_backends", params={**vars(args), "out": str(args.out)}, metrics=metrics,
+        tags={"area": "embedding"}))
     print(pd.read_csv(args.out.with_suffix(".csv")).T.to_string())
-    if not args.no_mlflow:
-        log_results(args.out, vars(args))
 
 
-def log_results(out: Path, params: dict) -> None:
-    """The CSV's numeric cells as MLflow metrics ``<embedder>_<column>`` (names made MLflow-safe)."""
-    import re
-
-    from curation.tracking.benchmarks import log_benchmark
-
-    frame = pd.read_csv(out.with_suffix(".csv"))
-    metrics = {}
-    for _, r in frame.iterrows():
-        for k, v in r.items():
-            if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
-                name = re.sub(r"[^0-9A-Za-z_\-. /:]", "_", f"{r['embedder']}_{k}".replace(">=", "_ge_"))
-                metrics[name] = float(v)
-    log_benchmark("embedding_backends", files=[out.with_suffix(".csv"), out.with_suffix(".png")],
-                  params={**params, "out": str(out)}, metrics=metrics, tags={"area": "embedding"})
-
-
-def plot(csv_path: Path, png_path: Path) -> None:
+def plot_backends(csv_path: Path, png_path: Path) -> None:
     df = pd.read_csv(csv_path)
     with bench.figure(png_path, 1, 2, figsize=(13, 4.5), dpi=120) as (fig, axes):
         ax = axes[0]
@@ -255,6 +343,19 @@ def plot(csv_path: Path, png_path: Path) -> None:
         ax.axhline(1.0, color="grey", lw=0.5)
         ax.set_title("selection agreement (judged under MiniLM vectors)", fontsize=9)
         ax.legend(fontsize=7)
+
+
+def main() -> None:
+    args = bench.commands(
+        __doc__, throughput=dict(n=(1000, "documents per run"), repeats=(1, "interleaved repeats of every configuration"),
+                                 out=bench.RESULTS / "embedding_throughput"),
+        backends=dict(n=2000, budget=200, steps=(300, "DataMask steps per selection"),
+                      seeds=(5, "DataMask seeds per selection (gain shares: mean +- SE)"),
+                      static_model=("models/static-tokenlearn-minilm", "the static_trained row's model folder"),
+                      static_dim=(256, "its width"), out=bench.RESULTS / "embedding_backends",
+                      no_mlflow=(False, "do not log the results to MLflow"))).parse_args()
+    throughput(args) if args.command == "throughput" else backends(args)
+
 
 if __name__ == "__main__":
     main()

@@ -90,9 +90,8 @@ def interleaved_steps(threads: int, rounds: int) -> list[dict]:
 def main() -> None:
     args = bench.parser(
         __doc__, docs=(2000, "documents tokenised and packed"), steps=(30, "optimizer steps per run"),
-        warmup=(5, "first steps left out of the steady rate"), repeats=(1, "interleaved repeats of every configuration"),
+        warmup=(5, "first steps left out of the steady rate"), repeats=(1, "interleaved repeats of each configuration"),
         threads=2, configs="tiny,tiny_compile,tiny_bf16,tiny_moe,proxy_quick",
-        proxy_full=(False, "also time proxy_quick over its whole token budget"),
         interleaved_rounds=(12, "rounds of the interleaved step test (0 = skip)"),
         out=(bench.RESULTS / "lm_tiny_trainer", "output path without suffix")).parse_args()
 
@@ -111,16 +110,11 @@ def main() -> None:
             setattr(cfg.train, key, value)
         return cfg
 
-    runs = [c for c in args.configs.split(",") if c]
-    if args.proxy_full:
-        runs.append("proxy_quick_full")
     rows = []
     for repeat in range(args.repeats):
-        for name in runs:
-            cfg = variant(name.removesuffix("_full"))
-            full = name.endswith("_full")
-            if not full:
-                cfg.train.max_steps = args.steps
+        for name in [c for c in args.configs.split(",") if c]:
+            cfg = variant(name)
+            cfg.train.max_steps = args.steps
             load = bench.loadavg()
             t0 = time.perf_counter()
             result = train(cfg, packed[cfg.train.seq_len], work / f"run_{name}_{repeat}", resume=False)

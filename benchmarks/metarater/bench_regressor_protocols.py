@@ -46,6 +46,8 @@ SETTINGS = {
 
 
 class Truth:
+    """The true f; with ``predict``, also the oracle "regressor"."""
+
     def __init__(self, rng: np.random.Generator) -> None:
         self.a = rng.normal(size=M)
         self.m = rng.dirichlet(np.ones(M))
@@ -55,13 +57,7 @@ class Truth:
         w = np.atleast_2d(w)
         return w @ self.a + ((w - self.m) ** 2 * self.h).sum(axis=1)
 
-
-class TruthModel:  # the oracle "regressor": the true f
-    def __init__(self, truth: Truth) -> None:
-        self.truth = truth
-
-    def predict(self, w: np.ndarray) -> np.ndarray:
-        return self.truth(w)
+    predict = __call__
 
 
 def run(reps: int, n_candidates: int, settings: list[str]) -> pd.DataFrame:
@@ -73,7 +69,7 @@ def run(reps: int, n_candidates: int, settings: list[str]) -> pd.DataFrame:
         spread = truth(rng.dirichlet(np.ones(M), size=4096)).std()
         weights = dirichlet_weights(max(NS), M, seed=rep)
         losses = truth(weights) + rng.normal(scale=0.3 * spread, size=len(weights))
-        oracle, _ = search_weights(TruthModel(truth), M, n_candidates=n_candidates, top_k=128, seed=10_000 + rep)
+        oracle, _ = search_weights(truth, M, n_candidates=n_candidates, top_k=128, seed=10_000 + rep)
         possible = float(truth(uniform)[0] - truth(oracle)[0])
         for name in settings:
             for n in NS:
@@ -117,8 +113,7 @@ def main() -> None:
     started = time.perf_counter()
     table = run(args.reps, args.candidates, args.settings)
     summary = summarize(table)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    table.to_csv(RESULTS / "metarater_regressor_protocols_runs.csv", index=False)
+    bench.write_result(table, RESULTS / "metarater_regressor_protocols_runs.csv")  # and makes the folder
     summary.to_csv(RESULTS / "metarater_regressor_protocols.csv", index=False, float_format="%.4f")
     plot(summary, RESULTS / "metarater_regressor_protocols.png")
     print(summary.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

@@ -10,6 +10,14 @@ Two steps, so the proxies can run where there are many cores (or a GPU):
 ``prepare`` writes the candidates' scaled raters and the held-out ids; ``run`` trains the sweep and comparison
 proxies in worker processes (the pipeline's resumable per-proxy files), fits the regression, searches w* and
 writes the proxy table, w* (Table 10), the comparison runs (Table 1 / 4) and their paired differences.
+
+``dsir-leak``: how much the DSIR hold-out leak of the run moved DSIR's candidate scores. The run used DSIR
+target counts built on all reference documents (ref-dsir-b0596855601e749f) instead of the ones without the
+reserved hold-out (ref-dsir-ac5f1a7819ea75e9); this re-scores the candidates with both and prints the rank
+correlation and the overlap of the top 15%. Needs both artifacts under data/06_models/shared and ``prepare``'s
+inputs:
+
+    PYTHONPATH=src python benchmarks/metarater/run_heldout_tables.py dsir-leak --inputs /tmp/meta_local_in
 """
 
 from __future__ import annotations
@@ -25,8 +33,6 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _driver as bench  # noqa: E402
-
-CATEGORY = "category"
 
 
 def prepare(args) -> None:
@@ -58,14 +64,6 @@ def prepare(args) -> None:
     (out / "makeup.json").write_text(json.dumps({"new": metrics, "old_high_quality": old_metrics}, indent=1))
     print(json.dumps({k: v for k, v in metrics.items() if "share" in k or "docs" in k}, indent=1))
     print(json.dumps(old_metrics, indent=1))
-
-
-def _documents(root: Path, ids: pd.Series) -> pd.DataFrame:
-    from curation.scoring.reference import load_reference_corpus
-
-    ref = load_reference_corpus(str(root / "data/01_raw/corpus")).set_index("id")
-    docs = ref.loc[ids.to_numpy(), ["text", CATEGORY]].reset_index()
-    return docs
 
 
 _STATE: dict = {}
@@ -100,8 +98,10 @@ def _proxy(job):
 def run(args) -> None:
     from curation.metarater.compare import comparison_selections, paired_differences
     from curation.metarater.config import parse_metarater_config
-    from curation.metarater.experiment import (_setup, compare_selections, draw_proxy_weights, fit_loss_regressor,
-                                               search_optimal_weights, select_with_optimal_weights, train_proxies)
+    from curation.metarater.experiment import (_setup, _w_star, compare_selections, draw_proxy_weights,
+                                               fit_loss_regressor, search_optimal_weights, select_with_optimal_weights,
+                                               train_proxies)
+    from curation.scoring.reference import load_reference_corpus
 
     root, inputs, out = Path(args.root), Path(args.inputs), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -109,7 +109,8 @@ def run(args) -> None:
     overrides = json.loads(args.config)
     cfg = parse_metarater_config(overrides)
     ids = pd.read_parquet(inputs / "ids.parquet")["id"]
-    docs = _documents(root, ids)
+    ref = load_reference_corpus(str(root / "data/01_raw/corpus")).set_index("id")
+    docs = ref.loc[ids.to_numpy(), ["text", "category"]].reset_index()
     rater_scores = pd.read_parquet(inputs / "rater_scores.parquet")
     validation_ids = pd.read_parquet(inputs / "validation_ids.parquet")
     t0 = time.perf_counter()
@@ -118,26 +119,27 @@ def run(args) -> None:
           f"judge {setup.bench.test_groups}", flush=True)
     weights_table = draw_proxy_weights(rater_scores, cfg)
     weights = weights_table[[f"w_{r}" for r in setup.raters]].to_numpy(dtype="float64")
-    ctx = mp.get_context("fork")
+
+    def in_workers(jobs: list) -> list[float]:
+        """Each job's seconds, run by ``args.workers`` forked processes."""
+        with mp.get_context("fork").Pool(args.workers, initializer=_init, initargs=(setup, args.threads)) as pool:
+            return [t for _, t in pool.imap_unordered(_proxy, jobs)]
+
     t0 = time.perf_counter()
-    with ctx.Pool(args.workers, initializer=_init, initargs=(setup, args.threads)) as pool:
-        times = [t for _, t in pool.imap_unordered(_proxy, [("proxy", (weights, i)) for i in range(len(weights))])]
+    times = in_workers([("proxy", (weights, i)) for i in range(len(weights))])
     print(f"{len(times)} sweep proxies in {time.perf_counter() - t0:.0f} s (mean {np.mean(times):.1f} s each)",
           flush=True)
     results, sweep_metrics, _ = train_proxies(docs, rater_scores, validation_ids, weights_table, cfg, work)
     model, reg = fit_loss_regressor(results, cfg)
     table10, _, search = search_optimal_weights(model, rater_scores, cfg)
     selected, selection_metrics = select_with_optimal_weights(table10, rater_scores, docs, validation_ids, cfg, work)
-    from curation.metarater.experiment import _w_star
-
     c = cfg.comparisons
     sels = comparison_selections(setup.scaled, setup.raters, _w_star(table10, setup.raters), cfg.keep_frac,
                                  methods=c.methods, seeds=c.seeds, single_raters=c.single_raters,
                                  single_rater_seeds=c.single_rater_seeds, intersection_raters=c.intersection_raters,
                                  select=setup.select)
     t0 = time.perf_counter()
-    with ctx.Pool(args.workers, initializer=_init, initargs=(setup, args.threads)) as pool:
-        list(pool.imap_unordered(_proxy, [("eval", (s.method, s.indices, s.seed)) for s in sels]))
+    in_workers([("eval", (s.method, s.indices, s.seed)) for s in sels])
     print(f"{len(sels)} comparison proxies in {time.perf_counter() - t0:.0f} s", flush=True)
     table, summary, comparison_metrics = compare_selections(docs, rater_scores, validation_ids, table10, cfg, work)
     columns = ["test_loss", *sorted(k for k in table.columns if k.startswith("test_loss_")),
@@ -159,12 +161,42 @@ def run(args) -> None:
     print(json.dumps(reg, default=float))
 
 
+def dsir_leak(args) -> None:
+    from dataclasses import replace
+
+    from scipy.stats import spearmanr
+
+    from curation.scoring.config import ScoringConfig
+    from curation.scoring.dsir import DSIRImportance
+    from curation.scoring.reference import load_reference_corpus
+
+    cfg = ScoringConfig()
+    ref = load_reference_corpus(str(Path(args.root) / "data/01_raw/corpus")).reset_index(drop=True)
+    pos = pd.Series(np.arange(len(ref)), index=ref["id"])
+    cand = pos.loc[pd.read_parquet(Path(args.inputs) / "rater_scores.parquet")["id"]].to_numpy()
+    texts = ref["text"].tolist()
+    shared = Path(args.root) / "data/06_models/shared"
+    for target in ("books", "wikipedia"):
+        m = replace(cfg.dsir.model, target=target)
+        z = DSIRImportance(m).features(texts)
+        raw = np.asarray(z.sum(axis=0)).ravel()
+        old = np.load(shared / "ref-dsir-b0596855601e749f/dsir_counts.npz")[target]
+        new = np.load(shared / "ref-dsir-ac5f1a7819ea75e9/dsir_counts.npz")[target]
+        s_old = DSIRImportance(m).fit_counts(old, raw).score_features(z[cand])
+        s_new = DSIRImportance(m).fit_counts(new, raw).score_features(z[cand])
+        k = int(0.15 * len(cand))
+        top_old, top_new = set(np.argsort(-s_old)[:k]), set(np.argsort(-s_new)[:k])
+        print(target, "spearman old/new over candidates", round(spearmanr(s_old, s_new).statistic, 4),
+              "top-15% overlap", round(len(top_old & top_new) / k, 4))
+
+
 def main() -> None:
     req = {"required": True}
     args = bench.commands(__doc__, "step", prepare=dict(root=".", namespace="meta27", holdout_fraction=0.1, out=req),
                           run=dict(root=".", inputs=req, out=req, work="/tmp/metarater-work", workers=12, threads=1,
-                                   config=("{}", "metarater overrides as JSON"))).parse_args()
-    prepare(args) if args.step == "prepare" else run(args)
+                                   config=("{}", "metarater overrides as JSON")),
+                          **{"dsir-leak": dict(root=".", inputs="/tmp/meta_local_in")}).parse_args()
+    {"prepare": prepare, "run": run, "dsir-leak": dsir_leak}[args.step](args)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Each surviving mutant of ``<work>/<module>`` (its ``mutants/src``) against this checkout's test files, one
 pytest process per mutant (``MUTANT_UNDER_TEST``, as mutmut does); only while the module is unchanged since the run.
 
-    MUTMUT=/work/mutvenv/bin/mutmut bash benchmarks/mutation/run.sh selection/datamask   # the run
+    MUTMUT=/work/mutvenv/bin/mutmut .venv/bin/python benchmarks/mutation/run.py selection/datamask   # the run
     /work/mutvenv/bin/python benchmarks/mutation/recheck.py selection/datamask --jobs 2  # its survivors, again
 
 Writes ``<work>/<module>/recheck.txt`` and, with ``--update``, the recounted row of ``mutation.csv``.
@@ -11,7 +11,6 @@ Writes ``<work>/<module>/recheck.txt`` and, with ``--update``, the recounted row
 
 from __future__ import annotations
 
-import argparse
 import filecmp
 import json
 import os
@@ -22,10 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import MODULES, REPO, counts, result_row, write  # noqa: E402
+from run import MODULES, REPO, TEST_ENV, bench, counts, result_row, write  # noqa: E402
 
 from mutmut.stats import status_by_exit_code  # the venv that has mutmut: the same names as `mutmut results`
-
 
 
 def statuses(root: Path, module: str) -> dict[str, str]:
@@ -43,8 +41,7 @@ def run_one(name: str, root: Path, tests: list[str], timeout: float, first: list
         verdict = run_one(name, root, first, timeout)
         if verdict != "survived" or first_only:
             return verdict
-    env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(root / "mutants" / "src"),
-           "KEDRO_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(root / "mutants" / "src"), **TEST_ENV}
     try:
         done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
@@ -89,22 +86,17 @@ def changed_tests(root: Path, tests: list[str]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench.parser(
+        __doc__, work=Path("/tmp/curation-mutation"), jobs=1, timeout=(300.0, "seconds per mutant"),
+        update=(False, "write the recounted row to mutation.csv"),
+        statuses=(["survived"], "which results to run again, e.g. survived timeout (a timeout beside other jobs may be "
+                                "a slow kill)"),
+        first={"nargs": "*", "default": None,
+               "help": "test ids to run alone first (e.g. the tests written since the run; a kill ends there)"},
+        only=("", "a regular expression: recheck only the mutants it matches"),
+        changed=(False, "--first = the module's test functions added or changed since the run's copy"),
+        first_only=(False, "decide on --first alone: they are every test added or changed since the run"))
     parser.add_argument("module", choices=sorted(MODULES))
-    parser.add_argument("--work", type=Path, default=Path("/tmp/curation-mutation"))
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
-    parser.add_argument("--update", action="store_true", help="write the recounted row to mutation.csv")
-    parser.add_argument("--statuses", nargs="+", default=["survived"],
-                        help="which results to run again, e.g. survived timeout (a timeout beside other jobs may be "
-                             "a slow kill)")
-    parser.add_argument("--first", nargs="*", default=None,
-                        help="test ids to run alone first (e.g. the tests written since the run; a kill ends there)")
-    parser.add_argument("--only", default="", help="a regular expression: recheck only the mutants it matches")
-    parser.add_argument("--changed", action="store_true",
-                        help="--first = the module's test functions added or changed since the run's copy")
-    parser.add_argument("--first-only", action="store_true",
-                        help="decide on --first alone: they are every test added or changed since the run")
     args = parser.parse_args()
     root = args.work / args.module.replace("/", "__")
     if not filecmp.cmp(root / "src" / "curation" / f"{args.module}.py", REPO / "src" / "curation" / f"{args.module}.py",

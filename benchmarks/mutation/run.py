@@ -10,18 +10,16 @@ an existing row's ``note``, where survivors are explained, is kept).
     /work/mutvenv/bin/pip install mutmut==3.8.1
 
     # one module (names below), or several; --list prints them
-    MUTMUT=/work/mutvenv/bin/mutmut bash benchmarks/mutation/run.sh scoring/merge
+    MUTMUT=/work/mutvenv/bin/mutmut .venv/bin/python benchmarks/mutation/run.py scoring/merge
 
     # from a git worktree (its data/ lacks the corpus): link another checkout's data/ instead
-    MUTMUT=/work/mutvenv/bin/mutmut bash benchmarks/mutation/run.sh pruning --data /work/main/data
+    MUTMUT=/work/mutvenv/bin/mutmut .venv/bin/python benchmarks/mutation/run.py pruning --data /work/main/data
 
 Survivors: ``<work>/<module>/survivors.txt``; ``mutmut show <name>`` there prints a mutant's diff.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import datetime as dt
 import os
 import re
@@ -31,9 +29,14 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "benchmarks" / "results" / "mutation.csv"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402 (the standard library only: importable from mutmut's venv too)
+
+REPO = bench.ROOT
+RESULTS = bench.RESULTS / "mutation.csv"
 COLUMNS = ["module", "mutants", "killed", "survived", "timeout", "other", "kill_rate", "seconds", "date", "note"]
+# the environment of every test run (the mutants' own and a recheck's)
+TEST_ENV = dict(KEDRO_DISABLE_TELEMETRY="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg")
 
 # module (under src/curation/) -> the test files that exercise it (the fast ones: no Kedro job, no subprocess),
 # then any other pytest arguments (a -k expression)
@@ -133,7 +136,7 @@ def run_module(module: str, mutmut: str, work: Path, max_children: int,
                data: Path = REPO / "data", resume: bool = False) -> dict[str, object]:
     root = prepare(module, MODULES[module], work, data, resume)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # mutmut puts mutants/src first itself
-    env.update(KEDRO_DISABLE_TELEMETRY="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MPLBACKEND="Agg",
+    env.update(TEST_ENV,
                # mutmut forks each mutant's pytest from a process that already ran the tests (its coverage pass):
                # with OpenMP's thread pool started there, a forked child's first parallel torch op can hang (GNU
                # libgomp is not fork-safe), and the mutant is counted as a timeout. One thread per child: no pool.
@@ -157,32 +160,25 @@ def run_module(module: str, mutmut: str, work: Path, max_children: int,
 
 
 def write(rows: list[dict[str, object]]) -> None:
-    existing: dict[str, dict[str, str]] = {}
-    if RESULTS.exists():
-        with RESULTS.open() as f:
-            existing = {r["module"]: r for r in csv.DictReader(f)}
+    """``rows`` into mutation.csv, each replacing its module's row (whose ``note`` it keeps)."""
+    existing = {str(r["module"]): r for r in bench.read_rows(RESULTS)} if RESULTS.exists() else {}
     for row in rows:
-        row["note"] = existing.get(str(row["module"]), {}).get("note", "") or row["note"]
+        old = existing.get(str(row["module"]), {})
+        row["note"] = old.get("note", "") or row["note"]
         if row.get("seconds") in ("", None):  # a recheck re-counts, it does not re-time the run: keep its seconds
-            row["seconds"] = existing.get(str(row["module"]), {}).get("seconds", "")
-        existing[str(row["module"])] = {k: str(row[k]) for k in COLUMNS}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(existing[m] for m in sorted(existing))
+            row["seconds"] = old.get("seconds", "")
+        existing[str(row["module"])] = row
+    bench.write_result([existing[m] for m in sorted(existing)], RESULTS, columns=COLUMNS)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench.parser(
+        __doc__, list=(False, "print the modules and their tests"),
+        work=Path(os.environ.get("TMPDIR", "/tmp")) / "curation-mutation",
+        data=(REPO / "data", "the data/ folder the tests read (the corpus, the models); default: this checkout's"),
+        resume=(False, "continue an interrupted run in its scratch copy (module and tests unchanged since)"),
+        max_children=int(os.environ.get("MUTMUT_CHILDREN", "1")))
     parser.add_argument("modules", nargs="*", help=f"modules to mutate (default: all): {', '.join(MODULES)}")
-    parser.add_argument("--list", action="store_true", help="print the modules and their tests")
-    parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "curation-mutation")
-    parser.add_argument("--data", type=Path, default=REPO / "data",
-                        help="the data/ folder the tests read (the corpus, the models); default: this checkout's")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue an interrupted run in its scratch copy (module and tests unchanged since)")
-    parser.add_argument("--max-children", type=int, default=int(os.environ.get("MUTMUT_CHILDREN", "1")))
     args = parser.parse_args()
     if args.list:
         for module, tests in MODULES.items():

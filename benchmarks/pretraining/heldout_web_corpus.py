@@ -8,28 +8,26 @@ Run:  .venv/bin/python benchmarks/pretraining/heldout_web_corpus.py data/01_raw/
 
 from __future__ import annotations
 
-import glob
 import json
 import sys
 from pathlib import Path
 
-import pandas as pd
-
-from curation.scoring.training_sets import TrainingSetConfig, category_of, holdout_rows
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from curation.scoring.training_sets import TrainingSetConfig, category_of, holdout_rows  # noqa: E402
 
 FRACTION = 0.5
 
 
-def main(out: str, corpus: str = "data/01_raw/corpus") -> None:
-    files = sorted(glob.glob(f"{corpus}/corpus-*.parquet"))
-    df = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+def main(out: str) -> None:
+    df = bench.bundled()
     held = holdout_rows(df["id"].tolist(), FRACTION, TrainingSetConfig.holdout_salt)
     web = (category_of(df["extra"]) == "web").to_numpy()
     keep = df.loc[held & web, ["id", "text"]].reset_index(drop=True)
     Path(out).mkdir(parents=True, exist_ok=True)
     keep.to_parquet(f"{out}/heldout_web.parquet", index=False)
     record = {
-        "source": corpus,
+        "source": str(bench.CORPUS.relative_to(bench.ROOT)),
         "rule": f"extra.category == 'web' and holdout_rows(id, {FRACTION}, '{TrainingSetConfig.holdout_salt}')",
         "documents": len(keep),
         "characters": int(keep["text"].str.len().sum()),
@@ -41,4 +39,4 @@ def main(out: str, corpus: str = "data/01_raw/corpus") -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    main(sys.argv[1])

@@ -16,16 +16,15 @@ import json
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _driver as bench  # noqa: E402
-from _driver import loadavg3 as loadavg  # noqa: E402
-from process_tree import run_json as measure  # noqa: E402
+from _driver import loadavg3  # noqa: E402
+from process_tree import run_json  # noqa: E402
 
 WRITE_CHILD = textwrap.dedent("""
-    import sys, numpy as np, pandas as pd
+    import json, sys, numpy as np, pandas as pd
     from curation.shards import ShardWriter, shard_names
     root, n, d, shards = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     names = shard_names(shards)
@@ -43,7 +42,7 @@ WRITE_CHILD = textwrap.dedent("""
         del x
     p = sw.finalize(names, stage="pruning")
     ew.finalize(names, stage="pruning", aligned_with=p.fingerprint)
-    print("{}")
+    print(json.dumps({"steps": 0, "blocks": 0, "digest": ""}))
 """)
 
 BLOCK_CHILD = textwrap.dedent("""
@@ -86,24 +85,20 @@ def main() -> None:
     budget = int(args.keep * args.n)
     rows = []
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
-        before = loadavg()
-        start = time.perf_counter()
-        written = measure([WRITE_CHILD, tmp, str(args.n), str(args.d), str(args.shards)])
-        rows.append({"path": "write_shards", "n": args.n, "d": args.d, "steps": 0, "blocks": 0,
-                     "seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(written["peak_rss_mb"], 1),
-                     "peak_anon_mb": round(written["peak_anon_mb"], 1),
-                     "digest": "", "load_before": before, "load_after": loadavg()})
         paths = [("block_task", BLOCK_CHILD, config)]
         paths += [("in_process", INPROCESS_CHILD, config)] if args.baseline else []
         if args.half_blocks:
             paths.append(("block_task_half", BLOCK_CHILD, {**config, "block_size": -(-args.n // 2)}))
-        for name, child, cfg in paths:
-            before = loadavg()
-            result = measure([child, tmp, str(Path(tmp) / f"work-{name}"), str(budget), json.dumps(cfg)])
-            rows.append({"path": name, "n": args.n, "d": args.d, "steps": args.steps, "blocks": result["blocks"],
-                         "seconds": round(result["seconds"], 2), "peak_rss_mb": round(result["peak_rss_mb"], 1),
-                         "peak_anon_mb": round(result["peak_anon_mb"], 1),
-                         "digest": result["digest"], "load_before": before, "load_after": loadavg()})
+        runs = [("write_shards", WRITE_CHILD, [args.n, args.d, args.shards])]
+        runs += [(name, child, [Path(tmp) / f"work-{name}", budget, json.dumps(cfg)]) for name, child, cfg in paths]
+        for name, child, argv in runs:
+            result = {"steps": args.steps, **run_json(child, tmp, *argv, load=loadavg3)}
+            rows.append({"path": name, "n": args.n, "d": args.d, "steps": result["steps"], "blocks": result["blocks"],
+                         # write_shards: the wall time of its process
+                         "seconds": round(result.get("seconds", result["wall_seconds"]), 2),
+                         "peak_rss_mb": round(result["peak_rss_mb"], 1),
+                         "peak_anon_mb": round(result["peak_anon_mb"], 1), "digest": result["digest"],
+                         "load_before": result["load_before"], "load_after": result["load_after"]})
             print(rows[-1], flush=True)
     metrics = {f"{r['path']}_{k}": r[k] for r in rows for k in ("seconds", "peak_rss_mb", "peak_anon_mb")}
     bench.write_result(rows, args.out, plot=plot, log=None if args.no_mlflow else dict(
@@ -125,7 +120,8 @@ def plot(rows: list[dict], path: Path) -> None:
         axes[0].set(ylabel="peak of the process tree (GB)", title=f"DataMask on {runs[0]['n']:,} x {runs[0]['d']}")
         axes[0].legend(loc="lower left", fontsize=8)
         axes[1].bar(names, [r["seconds"] for r in runs], color=[colors[n] for n in names])
-        axes[1].set(ylabel=f"wall time (s), {runs[0]['steps']} steps", title=f"load avg before: {runs[0]['load_before']}")
+        axes[1].set(ylabel=f"wall time (s), {runs[0]['steps']} steps",
+                    title=f"load avg before: {runs[0]['load_before']}")
 
 
 if __name__ == "__main__":

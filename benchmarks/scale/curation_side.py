@@ -1,4 +1,4 @@
-"""The curation side of ``bench_datatrove.py`` (project environment, ``PYTHONPATH=src``).
+"""The curation side of ``bench_scale.py datatrove`` (project environment, ``PYTHONPATH=src``).
 
 ``read_write``: the input shards through ``run_shards`` unchanged, written by ``ShardWriter``; ``fasttext``:
 the same plus a column ``fasttext_dclm`` from the project's ``FastTextRater`` (loaded once per worker process).

@@ -1,4 +1,4 @@
-"""The datatrove side of ``bench_datatrove.py``. Runs in the benchmark's own environment
+"""The datatrove side of ``bench_scale.py datatrove``. Runs in the benchmark's own environment
 (``/work/dtvenv``: ``pip install datatrove fasttext-numpy2 pyarrow pandas regex``), never in
 the project's: datatrove is not a project dependency. Imports nothing from ``curation``.
 

@@ -12,7 +12,6 @@ model's load time; without ``--model`` an unquantized model is trained first.
 from __future__ import annotations
 
 import argparse
-import glob
 import multiprocessing as mp
 import os
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-CORPUS = Path(__file__).resolve().parents[2] / "data" / "01_raw" / "corpus"
+FIRST_SHARD = sorted((Path(__file__).resolve().parents[2] / "data" / "01_raw" / "corpus").glob("*.parquet"))[0]
 _MODEL = None
 
 
@@ -65,7 +64,7 @@ def run(method: str, path: str, texts: list[str], preload: bool) -> None:
 def train(bucket: int) -> str:
     import fasttext
 
-    frame = pd.read_parquet(sorted(glob.glob(str(CORPUS / "*.parquet")))[0], columns=["text", "source"]).head(3000)
+    frame = pd.read_parquet(FIRST_SHARD, columns=["text", "source"]).head(3000)
     folder = Path(tempfile.mkdtemp(prefix="fasttext_sharing-"))
     with open(folder / "train.txt", "w") as out:
         for text, source in zip(frame["text"], frame["source"]):
@@ -82,7 +81,7 @@ def main() -> None:
     parser.add_argument("--bucket", type=int, default=1_000_000)
     args = parser.parse_args()
     path = args.model or train(args.bucket)
-    texts = pd.read_parquet(sorted(glob.glob(str(CORPUS / "*.parquet")))[0], columns=["text"])["text"].head(2000).tolist()
+    texts = pd.read_parquet(FIRST_SHARD, columns=["text"])["text"].head(2000).tolist()
     print(f"model {path}: {os.path.getsize(path) / 2**20:.0f} MiB")
     run("fork", path, texts, preload=True)
     run("forkserver", path, texts, preload=False)

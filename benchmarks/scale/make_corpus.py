@@ -8,20 +8,16 @@ NOT a bigger corpus: every text is a copy (id ``<original>#rep<k>``): time and m
 
 from __future__ import annotations
 
-import argparse
-import glob
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+
 COLUMNS = ["id", "text", "source", "url", "quality_label", "extra"]
-
-
-def bundled() -> pd.DataFrame:
-    files = sorted(glob.glob(str(ROOT / "data" / "01_raw" / "corpus" / "corpus-*.parquet")))
-    return pd.concat([pd.read_parquet(f, columns=COLUMNS) for f in files], ignore_index=True)
 
 
 def make_corpus(n: int, out: Path, rows_per_shard: int = 10_000) -> Path:
@@ -31,7 +27,7 @@ def make_corpus(n: int, out: Path, rows_per_shard: int = 10_000) -> Path:
     if marker.exists() and json.loads(marker.read_text()).get("documents") == n:
         return out
     out.mkdir(parents=True, exist_ok=True)
-    base = bundled()
+    base = bench.bundled(COLUMNS)
     written, shard = 0, 0
     while written < n:
         take = min(rows_per_shard, n - written)
@@ -50,9 +46,5 @@ def make_corpus(n: int, out: Path, rows_per_shard: int = 10_000) -> Path:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--rows-per-shard", type=int, default=10_000)
-    args = parser.parse_args()
+    args = bench.parser(__doc__, n={"required": True}, out={"required": True}, rows_per_shard=10_000).parse_args()
     print(make_corpus(args.n, args.out, args.rows_per_shard))

@@ -2,6 +2,8 @@
 
 ``run_measured`` polls ``/proc`` every 0.1 s, summing the RSS (and its anonymous part, RssAnon) of the child
 and every descendant (Ray's included; shared pages count once per process: Ray's figure is an upper bound).
+``run_json`` runs a ``python -c`` child that way and reads the JSON of its last line. Imported with
+``benchmarks/`` on the path (for ``_driver``), as every scale benchmark has it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+
+from _driver import ROOT, SCALE, loadavg
 
 
 def tree_rss_kib(pid: int) -> tuple[int, int]:
@@ -45,16 +49,15 @@ def tree_rss_kib(pid: int) -> tuple[int, int]:
 
 @dataclass
 class Measured:
-    returncode: int
     stdout: str
-    stderr: str
     seconds: float
     peak_rss_mb: float
     peak_anon_mb: float
 
 
 def run_measured(args: list[str], **popen_kwargs) -> Measured:
-    """Run ``args`` to the end (stdout/stderr captured as text) and return its peak tree memory."""
+    """Run ``args`` to the end (stdout/stderr captured as text) and return its peak tree memory; a failure
+    raises with the end of its output."""
     start = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=popen_kwargs.pop("stderr", subprocess.PIPE),
                             text=True, **popen_kwargs)
@@ -70,16 +73,18 @@ def run_measured(args: list[str], **popen_kwargs) -> Measured:
     thread.start()
     out, err = proc.communicate()
     thread.join()
-    return Measured(proc.returncode, out, err or "", time.perf_counter() - start, peak[0] / 1024, peak[1] / 1024)
+    if proc.returncode != 0:
+        command = " ".join(str(a) for a in args if "\n" not in str(a))[:300]  # a -c program left out
+        raise RuntimeError(f"{command} failed ({proc.returncode}):\n{(err or out)[-4000:]}")
+    return Measured(out, time.perf_counter() - start, peak[0] / 1024, peak[1] / 1024)
 
 
-def run_json(argv: list[str], **env) -> dict:
-    """``python -c <argv>`` with ``src/`` on the path (and ``env``): the JSON of its last line, its peak memory."""
-    from pathlib import Path
-
-    src = str(Path(__file__).resolve().parents[2] / "src")
-    run = run_measured([sys.executable, "-c", *argv], env={**os.environ, "PYTHONPATH": src, **env})
-    if run.returncode != 0:
-        raise RuntimeError(run.stderr[-3000:])
-    return {**json.loads(run.stdout.strip().splitlines()[-1]), "peak_rss_mb": run.peak_rss_mb,
-            "peak_anon_mb": run.peak_anon_mb}
+def run_json(code: str, *args, python: str = sys.executable, load=loadavg, cwd=None, **env) -> dict:
+    """``python -c <code> <args>`` with ``src/`` and ``benchmarks/scale`` on the path (and ``env``): the JSON of
+    its last line, its wall seconds (``wall_seconds``), peak memory and ``load()`` before and after."""
+    before = load()
+    run = run_measured([python, "-c", code, *map(str, args)], cwd=cwd,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(SCALE)]), **env})
+    return {**json.loads(run.stdout.strip().splitlines()[-1]), "wall_seconds": run.seconds,
+            "peak_rss_mb": run.peak_rss_mb, "peak_anon_mb": run.peak_anon_mb, "load_before": before,
+            "load_after": load()}

@@ -30,6 +30,30 @@ import _driver as bench  # noqa: E402
 SETTINGS = [(200_000, False, 2, True), (200_000, True, 2, False), (1_000_000, False, 2, True)]
 
 
+def result_row(cfg, model_path, seconds, scores, full, **cells) -> dict:
+    """``cells`` (rater, variant, the quantize settings), the model's size and ``seconds``, then ``scores`` against
+    the full model's: Spearman/Pearson, largest difference; ROC-AUC on the held-out human labels; the load average."""
+    from scipy.stats import pearsonr, spearmanr
+
+    from curation.scoring.reference import load_reference_corpus
+    from curation.scoring.training_sets import EVAL, eval_roc_auc, human_label_split
+
+    ref = load_reference_corpus(cfg.training.reference_path)  # cached: the corpus the scores are of
+    eval_mask = (human_label_split(ref, cfg.training.eval_fraction, cfg.training.split_salt) == EVAL).to_numpy()
+    ok = np.isfinite(full) & np.isfinite(scores)
+    auc = eval_roc_auc(ref.loc[eval_mask].reset_index(drop=True), scores[eval_mask], cfg.training)
+    load1, load5, load15 = os.getloadavg()
+    row = {**cells, "size_mb": round(os.path.getsize(model_path) / 2**20, 3), "seconds": seconds,
+           "spearman_vs_full": float(spearmanr(full[ok], scores[ok]).statistic),
+           "pearson_vs_full": float(pearsonr(full[ok], scores[ok]).statistic),
+           "max_abs_diff": float(np.abs(full[ok] - scores[ok]).max()),
+           "roc_auc_eval": auc["roc_auc"], "n_eval": auc["n_eval"], "docs": int(ok.sum()),
+           "loadavg_1": round(load1, 2), "loadavg_5": round(load5, 2), "loadavg_15": round(load15, 2)}
+    print({k: row[k] for k in ("rater", "variant", "size_mb", "seconds", "spearman_vs_full", "roc_auc_eval")},
+          flush=True)
+    return row
+
+
 def main() -> None:
     args = bench.parser(
         __doc__, raters="fasttext_dclm,fasttext_ultrafineweb", out=bench.RESULTS / "quantized_fasttext.csv",
@@ -44,35 +68,21 @@ def main() -> None:
     chosen = [(c, bool(r), d, bool(q)) for c, r, d, q in chosen]
 
     import fasttext
-    from scipy.stats import pearsonr, spearmanr
 
     from curation.scoring import ScoringConfig
     from curation.scoring.fasttext_rater import FastTextRater
     from curation.scoring.reference import load_reference_corpus
-    from curation.scoring.training_sets import EVAL, build_training_set, eval_roc_auc, human_label_split
+    from curation.scoring.training_sets import build_training_set
 
     cfg = ScoringConfig()
     ref = load_reference_corpus(cfg.training.reference_path)
-    eval_mask = (human_label_split(ref, cfg.training.eval_fraction, cfg.training.split_salt) == EVAL).to_numpy()
     ts = build_training_set(ref, cfg.training)
     rows: list[dict] = []
     work = Path(tempfile.mkdtemp(prefix="quantized-fasttext-"))
 
     def record(name, variant, model_path, scores, full, seconds, **extra):
-        ok = np.isfinite(full) & np.isfinite(scores)
-        auc = eval_roc_auc(ref.loc[eval_mask].reset_index(drop=True), scores[eval_mask], cfg.training)
-        load1, load5, load15 = os.getloadavg()
-        row = {"rater": name, "variant": variant, **extra,
-               "size_mb": round(os.path.getsize(model_path) / 2**20, 3), "seconds": round(seconds, 1),
-               "spearman_vs_full": float(spearmanr(full[ok], scores[ok]).statistic),
-               "pearson_vs_full": float(pearsonr(full[ok], scores[ok]).statistic),
-               "max_abs_diff": float(np.abs(full[ok] - scores[ok]).max()),
-               "roc_auc_eval": auc["roc_auc"], "n_eval": auc["n_eval"], "docs": int(ok.sum()),
-               "loadavg_1": round(load1, 2), "loadavg_5": round(load5, 2), "loadavg_15": round(load15, 2)}
-        rows.append(row)
+        rows.append(result_row(cfg, model_path, round(seconds, 1), scores, full, rater=name, variant=variant, **extra))
         bench.write_result(rows, args.out)  # after every row: a stopped run keeps what it measured
-        print({k: row[k] for k in ("rater", "variant", "size_mb", "seconds", "spearman_vs_full", "roc_auc_eval")},
-              flush=True)
 
     for name in args.raters.split(","):
         default = getattr(cfg, name)
@@ -127,40 +137,23 @@ def main() -> None:
 
 def compare_reference(args) -> None:
     """One row: the config's quantized reference model vs a full model trained on the same set (--full-model)."""
-    from scipy.stats import pearsonr, spearmanr
-
     from curation.scoring import ScoringConfig
     from curation.scoring.fasttext_rater import FastTextRater
     from curation.scoring.reference import ensure_reference, load_reference_corpus
-    from curation.scoring.training_sets import EVAL, eval_roc_auc, human_label_split
 
     (name,) = args.raters.split(",")
     cfg = replace(ScoringConfig(), raters=[name])
-    reference = ensure_reference(cfg)
-    quantized = reference.raters[name]
+    quantized = ensure_reference(cfg).raters[name]
     full = FastTextRater.load(quantized.cfg.pretrained_path)
     full._load_model(args.full_model)
-    ref = load_reference_corpus(cfg.training.reference_path)
-    eval_mask = (human_label_split(ref, cfg.training.eval_fraction, cfg.training.split_salt) == EVAL).to_numpy()
-    prepared = quantized.preprocess(ref["text"].tolist())
-    a, b = full.score_prepared(prepared), quantized.score_prepared(prepared)
-    ok = np.isfinite(a) & np.isfinite(b)
-    load1, load5, load15 = os.getloadavg()
+    prepared = quantized.preprocess(load_reference_corpus(cfg.training.reference_path)["text"].tolist())
     default = getattr(cfg, name)
-    row = ({"rater": name, "variant": f"quantized reference artifact {Path(quantized.cfg.pretrained_path).parent.name}",
-                 "cutoff": default.quantize_cutoff, "retrain": default.quantize_retrain, "dsub": default.quantize_dsub,
-                 "qnorm": default.quantize_qnorm, "default": True,
-                 "size_mb": round(os.path.getsize(quantized.cfg.pretrained_path) / 2**20, 3), "seconds": "",
-                 "spearman_vs_full": float(spearmanr(a[ok], b[ok]).statistic),
-                 "pearson_vs_full": float(pearsonr(a[ok], b[ok]).statistic),
-                 "max_abs_diff": float(np.abs(a[ok] - b[ok]).max()),
-                 "roc_auc_eval": eval_roc_auc(ref.loc[eval_mask].reset_index(drop=True), b[eval_mask],
-                                              cfg.training)["roc_auc"],
-                 "n_eval": int(eval_mask.sum()), "docs": int(ok.sum()), "loadavg_1": round(load1, 2),
-                 "loadavg_5": round(load5, 2), "loadavg_15": round(load15, 2)})
-    print(row, flush=True)
-    bench.write_result([row], args.out, append=True, plot=lambda rows, png: plot(
-        [{**r, "default": str(r["default"]) == "True"} for r in rows], png))
+    row = result_row(cfg, quantized.cfg.pretrained_path, "", quantized.score_prepared(prepared),
+                     full.score_prepared(prepared), rater=name,
+                     variant=f"quantized reference artifact {Path(quantized.cfg.pretrained_path).parent.name}",
+                     cutoff=default.quantize_cutoff, retrain=default.quantize_retrain, dsub=default.quantize_dsub,
+                     qnorm=default.quantize_qnorm, default=True)
+    bench.write_result([row], args.out, append=True, plot=plot)
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -168,8 +161,9 @@ def plot(rows: list[dict], path: Path) -> None:
     with bench.figure(path, 1, len(raters), figsize=(6.5 * len(raters), 4.2), squeeze=False, dpi=120) as (fig, axes):
         for ax, name in zip(axes[0], raters):
             for r in (r for r in rows if r["rater"] == name):
-                marker = "*" if r["default"] else ("s" if r["variant"].startswith("full") else "o")
-                ax.scatter(r["size_mb"], r["spearman_vs_full"], s=120 if r["default"] else 50, marker=marker)
+                default = r["default"] in (True, "True")  # "True" as read back from the CSV (appending)
+                marker = "*" if default else ("s" if r["variant"].startswith("full") else "o")
+                ax.scatter(r["size_mb"], r["spearman_vs_full"], s=120 if default else 50, marker=marker)
                 ax.annotate(r["variant"].replace("quantized ", "q "), (r["size_mb"], r["spearman_vs_full"]),
                             fontsize=7, xytext=(4, 4), textcoords="offset points")
             ax.axhline(0.99, color="grey", ls="--", lw=0.8)

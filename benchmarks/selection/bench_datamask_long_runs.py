@@ -15,14 +15,13 @@ Writes benchmarks/results/datamask_long_runs.csv and .png.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import torch
 
 from curation.selection import datamask
-from curation.selection.config import parse_selection_config
-from bench_datamask_pws_scale import bench, pws_problem  # the same problem (50 clusters = its own)
+
+from _datamask import bench, gap, parse, pws_problem, run, write_result
 
 EXACT = datamask.gumbel_top_k
 
@@ -36,14 +35,10 @@ def capped_gumbel_top_k(logits: torch.Tensor, k: int, g: int, generator: torch.G
     return torch.topk(keys, k, dim=1, sorted=True).indices
 
 
-def run(emb: torch.Tensor, q: torch.Tensor, budget: int, steps: int, sampler: str, extra: dict) -> dict:
+def long_run(emb: torch.Tensor, q: torch.Tensor, budget: int, steps: int, sampler: str, lr: float) -> dict:
     datamask.gumbel_top_k = EXACT if sampler == "exact" else capped_gumbel_top_k
     try:
-        cfg = parse_selection_config("datamask", {"diversity": "pws", "lam": 0.0, "steps": steps,
-                                                  "history_every": max(1, steps // 20), "block_size": emb.shape[0], **extra})
-        t = time.perf_counter()
-        res = datamask.run_block(emb, q, budget, cfg, seed=0)
-        wall = time.perf_counter() - t
+        res, wall, _ = run(emb, q, budget, diversity="pws", steps=steps, history_every=max(1, steps // 20), lr=lr)
     finally:
         datamask.gumbel_top_k = EXACT
     h = res.history
@@ -58,36 +53,35 @@ def main() -> None:
     f_greedy = {"type": float, "default": None,
                 "help": "greedy PWS on the same problem (bench_datamask_pws_scale.py measures it: ~11 min at 100k); "
                         "without it the target is the best top-S of the exact sampler's runs"}
-    args = bench.parser(__doc__, n=100_000, d=384, keep=0.1, steps=[1000, 2000, 6000], samplers=["exact", "capped"],
-                        clusters=50, lr=10.0, f_greedy=f_greedy, append=(False, "add the rows to an existing CSV"),
-                        threads=1, out=bench.RESULTS).parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse(__doc__, n=100_000, d=384, keep=0.1, steps=[1000, 2000, 6000], samplers=["exact", "capped"],
+                 clusters=50, lr=10.0, f_greedy=f_greedy, append=(False, "add the rows to an existing CSV"),
+                 mlflow=False)
     emb, q, _, budget, f_random = pws_problem(args.n, args.d, args.keep, args.clusters)
     rows = []
     for sampler in args.samplers:
         for steps in args.steps:
             load = bench.loadavg3()
-            r = run(emb, q, budget, steps, sampler, {"lr": args.lr})
+            r = long_run(emb, q, budget, steps, sampler, args.lr)
             rows.append({"sampler": sampler, "steps": steps, "n": args.n, "d": args.d, "clusters": args.clusters,
                          "lr": args.lr, "budget": budget, "f_random": f_random, **r, "loadavg": load,
                          "threads": args.threads})
             print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in rows[-1].items()}, flush=True)
-    target = args.f_greedy if args.f_greedy is not None else max(r["best_topk_pws"] for r in rows if r["sampler"] == "exact")
+    target = args.f_greedy
+    if target is None:
+        target = max(r["best_topk_pws"] for r in rows if r["sampler"] == "exact")
     for r in rows:
         r["gap_target"] = "greedy" if args.f_greedy is not None else "best top-S of the exact runs"
         r["f_target"] = target
-        r["best_topk_gap"] = (r["best_topk_pws"] - f_random) / (target - f_random)
-        r["returned_gap"] = (r["returned_pws"] - f_random) / (target - f_random)
+        r["best_topk_gap"] = gap(r["best_topk_pws"], f_random, target)
+        r["returned_gap"] = gap(r["returned_pws"], f_random, target)
 
     def plot(all_rows: list[dict], png: Path) -> None:
         with bench.figure(png, figsize=(6, 3.8), dpi=120) as (fig, ax):
-            cases = dict.fromkeys((r["n"], r.get("clusters", 50), r.get("lr", 10.0)) for r in all_rows)
-            for case in cases:
+            for case in dict.fromkeys((r["n"], r["clusters"], r["lr"]) for r in all_rows):
                 for sampler, style in (("exact", "-o"), ("capped", "--x")):
-                    sub = [r for r in all_rows if (r["n"], r.get("clusters", 50), r.get("lr", 10.0)) == case
-                           and r["sampler"] == sampler]
+                    sub = [r for r in all_rows if (r["n"], r["clusters"], r["lr"], r["sampler"]) == (*case, sampler)]
                     if sub:
-                        ax.plot([int(r["steps"]) for r in sub], [float(r["returned_gap"]) for r in sub], style,
+                        ax.plot([r["steps"] for r in sub], [r["returned_gap"] for r in sub], style,
                                 label=f"N={case[0]}, {case[1]} clusters, lr {case[2]}: returned, {sampler}")
             ax.axhline(0.95, color="tab:red", lw=0.8, ls=":", label="95% of the gap")
             ax.set_xlabel("steps")
@@ -96,7 +90,7 @@ def main() -> None:
                          f"100k,\nbest exact top-S at 20k); load {rows[0]['loadavg']}", fontsize=8)
             ax.legend(fontsize=7)
 
-    bench.write_result(rows, args.out / "datamask_long_runs.csv", plot=plot, append=args.append)
+    write_result(args, "datamask_long_runs", rows, plot=plot, append=args.append)
     print("load now", bench.loadavg3())
 
 if __name__ == "__main__":

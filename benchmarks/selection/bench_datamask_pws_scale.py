@@ -19,7 +19,6 @@ Small batches win at equal wall time on 2 CPU cores (see benchmarks/results/data
 from __future__ import annotations
 
 import resource
-import sys
 import time
 from pathlib import Path
 
@@ -27,13 +26,10 @@ import numpy as np
 import torch
 
 from curation.selection.config import parse_selection_config
-from curation.selection.datamask import run_block
 from curation.selection.greedy import select_greedy
 from curation.selection.objectives import Objective
-from curation.selection.synthetic import clustered_unit_vectors
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import _driver as bench  # noqa: E402
+from _datamask import bench, gap, parse, pws_problem, run, write_result
 
 
 def settle_step(steps: np.ndarray, values: np.ndarray, tol: float = 0.005, of_progress: bool = True) -> int:
@@ -57,64 +53,42 @@ def settle_step(steps: np.ndarray, values: np.ndarray, tol: float = 0.005, of_pr
     return -1
 
 
-def pws_problem(n: int, d: int, keep: float, clusters: int = 50) -> tuple[torch.Tensor, torch.Tensor, Objective, int,
-                                                                         float]:
-    """The synthetic PWS problem the PWS benchmarks measure (``clusters`` clusters, seed 0): embeddings and quality
-    as tensors, the diversity-only objective, the budget and the mean PWS of 5 random selections of that size."""
-    emb, q, _ = clustered_unit_vectors(n, d, n_clusters=clusters, seed=0)
-    emb_t, q_t = torch.from_numpy(emb), torch.tensor(q, dtype=torch.float32)
-    budget = int(keep * n)
-    obj = Objective(emb_t, q_t, diversity="pws", lam=0.0)
-    rng = np.random.default_rng(0)
-    f_random = float(np.mean([float(obj.pairwise_similarity(torch.from_numpy(rng.choice(n, budget, replace=False)).unsqueeze(0))[0])
-                              for _ in range(5)]))
-    return emb_t, q_t, obj, budget, f_random
-
-
 def main() -> None:
     f_greedy = {"type": float, "default": None,
                 "help": "reuse the greedy PWS of an earlier run on the same data (the exact greedy: ~11 min at 100k)"}
-    args = bench.parser(__doc__, n=100_000, d=384, keep=0.1, steps=400, group_size=128, batch_ratio=0.05, lr=10.0,
-                        history_every=10, no_greedy=(False, "skip the greedy target (1M items)"), f_greedy=f_greedy,
-                        threads=1, out=bench.RESULTS, mlflow=True,
-                        tag=("", "suffix of the output stem (datamask_pws_<n><tag>)")).parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse(__doc__, n=100_000, d=384, keep=0.1, steps=400, group_size=128, batch_ratio=0.05, lr=10.0,
+                 history_every=10, no_greedy=(False, "skip the greedy target (1M items)"), f_greedy=f_greedy)
     load0 = bench.loadavg3()
-    emb_t, q_t, obj, budget, f_random = pws_problem(args.n, args.d, args.keep)
-    f_greedy, t_greedy = float("nan"), float("nan")
+    emb, q, obj, budget, f_random = pws_problem(args.n, args.d, args.keep)
+    f_greedy, t_greedy = float("nan"), float("nan")  # --no-greedy: every share of the gap is nan
     if args.f_greedy is not None:
         f_greedy = args.f_greedy
     elif not args.no_greedy:
-        gobj = Objective(emb_t.double(), q_t.double(), diversity="pws", lam=0.0)
+        gobj = Objective(emb.double(), q.double(), diversity="pws", lam=0.0)
         t = time.perf_counter()
-        ids, _, _ = select_greedy(gobj, budget, parse_selection_config("greedy", {"diversity": "pws", "lam": 0.0}), seed=0)
+        cfg = parse_selection_config("greedy", {"diversity": "pws", "lam": 0.0})
+        ids, _, _ = select_greedy(gobj, budget, cfg, seed=0)
         t_greedy = time.perf_counter() - t
         f_greedy = float(obj.pairwise_similarity(torch.from_numpy(ids).unsqueeze(0))[0])
         print(f"greedy PWS {f_greedy:.6f} in {t_greedy:.1f} s; random {f_random:.6f}", flush=True)
-    cfg = parse_selection_config("datamask", {"diversity": "pws", "lam": 0.0, "steps": args.steps, "group_size": args.group_size,
-                                    "batch_ratio": args.batch_ratio, "lr": args.lr, "history_every": args.history_every,
-                                    "block_size": max(args.n, 2)})
-    t = time.perf_counter()
-    res = run_block(emb_t, q_t, budget, cfg, seed=0)
-    t_total = time.perf_counter() - t
+    res, t_total, _ = run(emb, q, budget, diversity="pws", steps=args.steps, group_size=args.group_size,
+                          batch_ratio=args.batch_ratio, lr=args.lr, history_every=args.history_every)
     h = res.history
-    run = h[h["mask"] == "topk"]
-    steps, values, wall = run["step"].to_numpy(), run["diversity"].to_numpy(), run["wall_time_s"].to_numpy()
-    gap = (values - f_random) / (f_greedy - f_random) if not args.no_greedy else np.full(len(values), np.nan)
+    topk = h[h["mask"] == "topk"]
+    steps, values, wall = topk["step"].to_numpy(), topk["diversity"].to_numpy(), topk["wall_time_s"].to_numpy()
+    shares = gap(values, f_random, f_greedy)
     rows = [{"step": int(s), "wall_time_s": round(float(w), 3), "pws": float(v), "gap_closed": float(g), "mask": "topk"}
-            for s, w, v, g in zip(steps, wall, values, gap)]
+            for s, w, v, g in zip(steps, wall, values, shares)]
     ret = float(h["diversity"].iloc[-1])
     rows.append({"step": int(h["step"].iloc[-1]), "wall_time_s": round(t_total, 3), "pws": ret,
-                 "gap_closed": (ret - f_random) / (f_greedy - f_random) if not args.no_greedy else float("nan"),
-                 "mask": "returned"})
-    hit = np.nonzero(gap >= 0.99)[0] if not args.no_greedy else np.array([], dtype=int)
-    t99 = float(wall[hit[0]]) if len(hit) else float("nan")
+                 "gap_closed": gap(ret, f_random, f_greedy), "mask": "returned"})
+    hit = np.nonzero(shares >= 0.99)[0]
     i_settle = settle_step(steps, values)
     i_literal = settle_step(steps, values, of_progress=False)
     summary = {"n": args.n, "d": args.d, "budget": budget, "f_random": f_random, "f_greedy": f_greedy,
-               "greedy_time_s": t_greedy, "datamask_total_s": t_total, "time_to_99pct_gap_s": t99,
-               "best_gap_closed": float(np.nanmax(gap)) if not args.no_greedy else float("nan"),
-               "returned_gap_closed": rows[-1]["gap_closed"],
+               "greedy_time_s": t_greedy, "datamask_total_s": t_total,
+               "time_to_99pct_gap_s": float(wall[hit[0]]) if len(hit) else float("nan"),
+               "best_gap_closed": float(shares.max()), "returned_gap_closed": rows[-1]["gap_closed"],
                "settle_step": int(steps[i_settle]) if i_settle >= 0 else -1,
                "settle_time_s": float(wall[i_settle]) if i_settle >= 0 else float("nan"),
                "settle_value": float(values[i_settle]) if i_settle >= 0 else float("nan"),
@@ -122,17 +96,13 @@ def main() -> None:
                "settle_step_literal": int(steps[i_literal]) if i_literal >= 0 else -1,
                "settle_time_literal_s": float(wall[i_literal]) if i_literal >= 0 else float("nan"),
                "batch_ratio": args.batch_ratio, "lr": args.lr, "group_size": args.group_size, "steps": args.steps,
-               "greedy_value_from": "argument" if args.f_greedy is not None else ("measured" if not args.no_greedy else "none"),
-               "returned_vs_best_topk_gap": ((ret - f_random) / (float(np.max(values)) - f_random)),
+               "greedy_value_from": ("argument" if args.f_greedy is not None
+                                     else "measured" if not args.no_greedy else "none"),
+               "returned_vs_best_topk_gap": gap(ret, f_random, float(np.max(values))),
                "final_entropy": res.info["final_entropy"], "logit_range": res.info["logit_max"] - res.info["logit_min"],
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                "threads": args.threads, "loadavg_before": load0, "loadavg_after": bench.loadavg3()}
     print(summary, flush=True)
-    stem = f"datamask_pws_{args.n}{args.tag}"
-    log = None if args.no_mlflow else dict(
-        name=stem, params={**vars(args), "out": str(args.out)},
-        metrics={k: v for k, v in summary.items() if isinstance(v, (int, float))},
-        tags={"paper": "DATAMASK", "data": "synthetic clustered unit vectors (timing)"})
 
     def plot(rows: list[dict], png: Path) -> None:
         with bench.figure(png, figsize=(6, 3.8), dpi=120) as (fig, ax):
@@ -140,7 +110,7 @@ def main() -> None:
                 ax.plot(wall, values)
                 ax.set_ylabel("PWS of top-S")
             else:
-                ax.plot(wall, gap)
+                ax.plot(wall, shares)
                 ax.axhline(0.99, color="tab:red", ls="--", label="99% of random -> greedy gap")
                 ax.set_ylabel("share of random -> greedy gap closed")
                 ax.legend(fontsize=8)
@@ -148,8 +118,9 @@ def main() -> None:
             ax.set_title(f"DataMask PWS, N={args.n}, d={args.d}, {args.keep:.0%} kept, G={args.group_size}, "
                          f"r={args.batch_ratio}\nload {load0}", fontsize=8)
 
-    comment = "; ".join(f"{k}={v}" for k, v in summary.items())
-    bench.write_result(rows, args.out / f"{stem}.csv", plot=plot, comment=comment, log=log)
+    write_result(args, f"datamask_pws_{args.n}", rows, plot=plot,
+                 comment="; ".join(f"{k}={v}" for k, v in summary.items()),
+                 metrics={k: v for k, v in summary.items() if isinstance(v, (int, float))})
 
 if __name__ == "__main__":
     main()

@@ -11,15 +11,10 @@ greedy value, measured by bench_datamask_pws_scale.py). Writes benchmarks/result
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
-import torch
 
-from curation.selection.config import parse_selection_config
-from curation.selection.datamask import run_block
-
-from bench_datamask_pws_scale import bench, pws_problem  # same folder: the shared problem set-up
+from _datamask import bench, gap, parse, pws_problem, run, write_result
 
 # greedy PWS (impl=fast, exact) of this data, from benchmarks/results/datamask_pws_100000.csv
 F_GREEDY_100K = -0.207986518740654
@@ -38,46 +33,36 @@ DEFAULT_SWEEP = [
 
 
 def main() -> None:
-    args = bench.parser(__doc__, n=100_000, d=384, keep=0.1, f_greedy=F_GREEDY_100K,
-                        sweep=(None, "JSON list of settings (default: the built-in sweep)"), threads=1,
-                        out=bench.RESULTS, mlflow=True).parse_args()
-    torch.set_num_threads(args.threads)
-    sweep = json.loads(args.sweep) if args.sweep else DEFAULT_SWEEP
-    emb_t, q_t, obj, budget, f_random = pws_problem(args.n, args.d, args.keep)
+    args = parse(__doc__, n=100_000, d=384, keep=0.1, f_greedy=F_GREEDY_100K,
+                 sweep=(None, "JSON list of settings (default: the built-in sweep)"))
+    emb, q, _, budget, f_random = pws_problem(args.n, args.d, args.keep)
     rows = []
-    for setting in sweep:
+    for setting in json.loads(args.sweep) if args.sweep else DEFAULT_SWEEP:
         steps = int(setting["steps"])
-        cfg = parse_selection_config("datamask", {"diversity": "pws", "lam": 0.0, "block_size": max(args.n, 2),
-                                        "history_every": max(1, steps // 60), **setting})
         load0 = bench.loadavg3()
-        t = time.perf_counter()
-        res = run_block(emb_t, q_t, budget, cfg, seed=0)
-        total = time.perf_counter() - t
+        res, total, _ = run(emb, q, budget, diversity="pws", **{"history_every": max(1, steps // 60), **setting})
         h = res.history
-        run = h[h["mask"] == "topk"]
-        gap = (run["diversity"].to_numpy() - f_random) / (args.f_greedy - f_random)
-        wall = run["wall_time_s"].to_numpy()
+        topk = h[h["mask"] == "topk"]
+        shares = gap(topk["diversity"].to_numpy(), f_random, args.f_greedy)
+        wall = topk["wall_time_s"].to_numpy()
         row = {**{k: setting[k] for k in ("batch_ratio", "lr", "group_size", "steps")},
                "batch_items": res.info["batch_items"], "batch_budget": res.info["batch_budget"],
                "step_ms": round(1e3 * total / steps, 2), "total_s": round(total, 2)}
         for s in (5, 10, 20, 30):
-            row[f"gap_topk_at_{s}s"] = round(float(gap[wall <= s].max()), 4) if (wall <= s).any() else None
-        row["gap_topk_end"] = round(float(gap[-1]), 4)
-        row["gap_topk_best"] = round(float(gap.max()), 4)
-        row["gap_returned"] = round(float((h["diversity"].iloc[-1] - f_random) / (args.f_greedy - f_random)), 4)
-        hit = np.nonzero(gap >= 0.99)[0]
+            row[f"gap_topk_at_{s}s"] = round(float(shares[wall <= s].max()), 4) if (wall <= s).any() else None
+        row["gap_topk_end"] = round(float(shares[-1]), 4)
+        row["gap_topk_best"] = round(float(shares.max()), 4)
+        row["gap_returned"] = round(float(gap(h["diversity"].iloc[-1], f_random, args.f_greedy)), 4)
+        hit = np.nonzero(shares >= 0.99)[0]
         row["time_to_99pct_s"] = round(float(wall[hit[0]]), 2) if len(hit) else None
         row["loadavg_before"], row["loadavg_after"] = load0, bench.loadavg3()
         rows.append(row)
         print(row, flush=True)
     best = max(rows, key=lambda r: r["gap_topk_at_30s"] or 0.0)
-    log = None if args.no_mlflow else dict(
-        name="datamask_pws_sweep", params={"n": args.n, "d": args.d, "keep": args.keep},
-        metrics={"best_gap_topk_at_30s": best["gap_topk_at_30s"] or float("nan")},
-        tags={"paper": "DATAMASK", "data": "synthetic clustered unit vectors (timing)"})
-    bench.write_result(rows, args.out / "datamask_pws_sweep.csv", log=log,
-                       comment=f"n={args.n}; d={args.d}; budget={budget}; f_random={f_random}; f_greedy={args.f_greedy}; "
-                               f"threads={args.threads}; data=synthetic clustered unit vectors (seed 0)")
+    metrics = {"best_gap_topk_at_30s": best["gap_topk_at_30s"] or float("nan")}
+    write_result(args, "datamask_pws_sweep", rows, metrics=metrics,
+                 comment=f"n={args.n}; d={args.d}; budget={budget}; f_random={f_random}; f_greedy={args.f_greedy}; "
+                         f"threads={args.threads}; data=synthetic clustered unit vectors (seed 0)")
 
 if __name__ == "__main__":
     main()

@@ -10,19 +10,13 @@ Writes benchmarks/results/datamask_step.csv and .png and logs them to MLflow.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from curation.selection.config import parse_selection_config
-from curation.selection.datamask import run_block
-from curation.selection.synthetic import clustered_unit_vectors
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import _driver as bench  # noqa: E402
+from _datamask import bench, parse, problem, run, write_result
 
 
 def floor_ms(g: int, n_b: int, d: int, repeats: int = 20) -> tuple[float, float]:
@@ -39,33 +33,23 @@ def main() -> None:
     steps = ("pws:20,fl@float32:10,fl@int16:20,fl@int8:20,disf:3,disf_hutchinson:10",
              "diversity:K timed steps (disf_hutchinson = disf with disf_estimator=hutchinson; "
              "fl@<dtype> = fl with fl_sims_dtype=<dtype>)")
-    args = bench.parser(__doc__, n=100_000, d=384, group_size=128, batch_ratio=0.05, keep=0.1, steps=steps,
-                        probes=(8, "disf_probes of disf_hutchinson"), threads=1, out=bench.RESULTS,
-                        mlflow=True).parse_args()
-    torch.set_num_threads(args.threads)
-    emb, q, _ = clustered_unit_vectors(args.n, args.d, n_clusters=50, seed=0)
-    emb_t, q_t = torch.from_numpy(emb), torch.tensor(q, dtype=torch.float32)
+    args = parse(__doc__, n=100_000, d=384, group_size=128, batch_ratio=0.05, keep=0.1, steps=steps,
+                 probes=(8, "disf_probes of disf_hutchinson"))
+    emb, q = problem(args.n, args.d)
     budget = int(args.keep * args.n)
     n_b = round(args.batch_ratio * args.n)
     rows = []
     for spec in args.steps.split(","):
         name, k = spec.split(":")
         k = int(k)
-        extra = {"disf_estimator": "hutchinson", "disf_probes": args.probes} if name == "disf_hutchinson" else {}
-        if name.startswith("fl@"):
-            extra = {"fl_sims_dtype": name.split("@", 1)[1]}
+        diversity, _, dtype = name.partition("@")
+        extra = {"fl_sims_dtype": dtype} if dtype else {}
+        if name == "disf_hutchinson":
+            diversity, extra = "disf", {"disf_estimator": "hutchinson", "disf_probes": args.probes}
         load0 = bench.loadavg3()
-        times, cpu = {}, {}
-        for steps in (3, 3 + k):
-            diversity = "disf" if name.startswith("disf") else name.split("@", 1)[0]
-            cfg = parse_selection_config("datamask", {"diversity": diversity,
-                                                      "lam": 0.0, "steps": steps, "group_size": args.group_size,
-                                                      "batch_ratio": args.batch_ratio, "history_every": 10**9, **extra})
-            t, c = time.perf_counter(), time.process_time()
-            run_block(emb_t, q_t, budget, cfg, seed=0)
-            times[steps], cpu[steps] = time.perf_counter() - t, time.process_time() - c
-        step_ms = (times[3 + k] - times[3]) / k * 1e3
-        step_cpu_ms = (cpu[3 + k] - cpu[3]) / k * 1e3
+        cfg = dict(diversity=diversity, group_size=args.group_size, batch_ratio=args.batch_ratio, history_every=10**9)
+        (_, wall0, cpu0), (_, wall1, cpu1) = (run(emb, q, budget, steps=s, **cfg, **extra) for s in (3, 3 + k))
+        step_ms, step_cpu_ms = (wall1 - wall0) / k * 1e3, (cpu1 - cpu0) / k * 1e3
         fl, fl_cpu = floor_ms(args.group_size, n_b, args.d)
         rows.append({"diversity": name, "n": args.n, "d": args.d, "group_size": args.group_size, "batch_items": n_b,
                      "mask_items": round(budget * n_b / args.n), "timed_steps": k, "step_ms": round(step_ms, 2),
@@ -74,18 +58,15 @@ def main() -> None:
                      "cpu_step_over_floor": round(step_cpu_ms / fl_cpu, 2),
                      "threads": args.threads, "loadavg_before": load0, "loadavg_after": bench.loadavg3()})
         print(rows[-1], flush=True)
-    pws = next((r["step_ms"] for r in rows if r["diversity"] == "pws"), None)
-    pws_cpu = next((r["step_cpu_ms"] for r in rows if r["diversity"] == "pws"), None)
+    pws = next((r for r in rows if r["diversity"] == "pws"), {})
     for r in rows:
-        r["step_over_pws_step"] = round(r["step_ms"] / pws, 2) if pws else None
-        r["cpu_step_over_pws_step"] = round(r["step_cpu_ms"] / pws_cpu, 2) if pws_cpu else None
+        for ratio, col in (("step_over_pws_step", "step_ms"), ("cpu_step_over_pws_step", "step_cpu_ms")):
+            r[ratio] = round(r[col] / pws[col], 2) if pws.get(col) else None
     metrics = {f"{r['diversity'].replace('@', '_')}_{k}": r[k] for r in rows
                for k in ("step_ms", "step_over_floor", "step_over_pws_step", "step_cpu_ms", "cpu_step_over_floor")
                if r[k] is not None}
-    log = None if args.no_mlflow else dict(
-        name="datamask_step_over_floor", params={**vars(args), "out": str(args.out)}, metrics=metrics,
-        tags={"paper": "DATAMASK", "data": "synthetic clustered unit vectors (timing)"})
-    bench.write_result(rows, args.out / "datamask_step.csv", plot=lambda rows, png: plot(rows, png, args), log=log)
+    write_result(args, "datamask_step", rows, metrics=metrics, log_as="datamask_step_over_floor",
+                 plot=lambda rows, png: plot(rows, png, args))
 
 
 def plot(rows: list[dict], png: Path, args) -> None:

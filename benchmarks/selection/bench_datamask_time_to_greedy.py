@@ -6,12 +6,13 @@ against one streaming pass, a dense (G x N) 0/1 mask times the (N x d) embedding
 vectors with near-duplicates. Writes benchmarks/results/datamask_time_to_greedy.csv and .png.
 
     .venv/bin/python benchmarks/selection/bench_datamask_time_to_greedy.py          # short
-    .venv/bin/python benchmarks/selection/bench_datamask_time_to_greedy.py --full   # paper sizes, d = 768 (hours)
+    # paper sizes, d = 768 (hours)
+    .venv/bin/python benchmarks/selection/bench_datamask_time_to_greedy.py --sizes 5000,10000,20000,50000,100000 \
+        --d 768 --max-steps 5000
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -22,53 +23,38 @@ from curation.selection import select
 from curation.selection.objectives import disf
 from curation.selection.synthetic import clustered_unit_vectors
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import _driver as bench  # noqa: E402
+from _datamask import bench, parse, timed_select, write_result
+
+DISF = {"diversity": "disf", "lam": 0.0}  # the objective of every run: DiSF alone
 
 
-def _greedy(emb, quality, budget, impl, seed):
-    cfg = {"diversity": "disf", "lam": 0.0, "impl": impl}
-    t0 = time.perf_counter()
-    sel = select("greedy", quality=quality, embeddings=emb, budget=budget, config=cfg, seed=seed)
-    return time.perf_counter() - t0, sel
-
-
-def _reference_time(emb, quality, ratio, max_n, seed):
-    """Measured when N <= max_n, else the first max_n items (whole batches) scaled by N / max_n."""
+def reference_time(emb, quality, ratio, max_n, seed) -> tuple[float, bool]:
+    """(seconds, measured): measured when N <= max_n, else the first max_n items (whole batches) scaled by N / max_n."""
     n = len(emb)
-    if n <= max_n:
-        return _greedy(emb, quality, int(round(ratio * n)), "reference", seed)[0], True
-    m = max(1024, (max_n // 1024) * 1024)
-    t = _greedy(emb[:m], quality[:m], int(round(ratio * m)), "reference", seed)[0]
-    return t * n / m, False
+    m = n if n <= max_n else max(1024, (max_n // 1024) * 1024)
+    _, t = timed_select("greedy", emb[:m], quality[:m], int(round(ratio * m)), seed, **DISF, impl="reference")
+    return t * n / m, m == n
 
 
-def _datamask(emb, quality, budget, target, args, batch_ratio, seed):
-    cfg = {
-        "diversity": "disf", "lam": 0.0, "steps": args.max_steps, "batch_ratio": batch_ratio,
-        "group_size": args.group_size, "lr": args.lr, "history_every": args.history_every,
-        "final": "topk", "block_size": max(len(emb), 2),
-    }
-    sel = select("datamask", quality=quality, embeddings=emb, budget=budget, config=cfg, seed=seed)
+def to_target(emb, quality, budget, target, args, batch_ratio) -> dict:
+    """DataMask (top-S final, one block) until its top-S reaches ``target``: when (``time_s``, nan if never),
+    and where the run ends."""
+    sel, _ = timed_select("datamask", emb, quality, budget, args.seed, **DISF, steps=args.max_steps,
+                          batch_ratio=batch_ratio, group_size=args.group_size, lr=args.lr,
+                          history_every=args.history_every, final="topk", block_size=max(len(emb), 2))
     h = sel.history
     hit = h[h["diversity"] >= target]
-    reached = not hit.empty
-    return {
-        "reached": reached,
-        "time_to_target_s": float(hit["wall_time_s"].iloc[0]) if reached else float("nan"),
-        "steps_to_target": int(hit["step"].iloc[0]) if reached else -1,
-        "final_value": float(h["diversity"].iloc[-1]),
-        "total_time_s": float(h["wall_time_s"].iloc[-1]),
-        "steps_run": int(h["step"].iloc[-1]),
-    }
+    return {"time_s": float(hit["wall_time_s"].iloc[0]) if len(hit) else float("nan"), "measured": len(hit) > 0,
+            "value": float(h["diversity"].iloc[-1]), "steps_to_target": int(hit["step"].iloc[0]) if len(hit) else -1,
+            "steps_run": int(h["step"].iloc[-1]), "total_time_s": float(h["wall_time_s"].iloc[-1])}
 
 
-def _step_vs_pass(emb, quality, budget, args, batch_ratio, seed):
+def step_vs_pass(emb, quality, budget, args, batch_ratio) -> dict:
     """Mean DataMask step time and the time of (G x N_b mask) @ (N_b x d) for the same step size."""
     stamps = []
-    cfg = {"diversity": "disf", "lam": 0.0, "steps": args.timing_steps, "batch_ratio": batch_ratio,
-           "group_size": args.group_size, "history_every": 10**9, "block_size": max(len(emb), 2)}
-    select("datamask", quality=quality, embeddings=emb, budget=budget, config=cfg, seed=seed,
+    cfg = {**DISF, "steps": args.timing_steps, "batch_ratio": batch_ratio, "group_size": args.group_size,
+           "history_every": 10**9, "block_size": max(len(emb), 2)}
+    select("datamask", quality=quality, embeddings=emb, budget=budget, config=cfg, seed=args.seed,
            progress=lambda done, total: stamps.append(time.perf_counter()))
     # the last step also records a history row: leave it out
     step_s = float(np.median(np.diff(stamps[:-1]))) if len(stamps) > 2 else float("nan")
@@ -83,51 +69,35 @@ def _step_vs_pass(emb, quality, budget, args, batch_ratio, seed):
         t0 = time.perf_counter()
         masks @ z
         best = min(best, time.perf_counter() - t0)
-    return step_s, best, n_b, s_b
+    return {"step_time_s": step_s, "pass_time_s": best, "step_over_pass": step_s / best, "batch_items": n_b,
+            "batch_budget": s_b}
 
 
 def main() -> None:
-    args = bench.parser(
-        __doc__, sizes=("2000,5000", "comma-separated N (full: 5000,...,100000)"),
-        d=(128, "embedding dimension (full: 768)"), ratio=(0.1, "keep ratio S/N (paper: 10%%)"),
-        batch_ratios=("0.2,1.0", "DataMask batch_ratio values"), max_steps=600, history_every=10, group_size=128,
-        lr=10.0, timing_steps=12, reference_max_n=2048, threads=1, seed=0,
-        full=(False, "N in {5k,10k,20k,50k,100k}, d = 768, 5000 steps"), out=bench.RESULTS, mlflow=True).parse_args()
-    if args.full:
-        args.sizes, args.d, args.max_steps = "5000,10000,20000,50000,100000", 768, 5000
-    torch.set_num_threads(args.threads)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    args = parse(__doc__, sizes=("2000,5000", "comma-separated N"), d=(128, "embedding dimension"),
+                 ratio=(0.1, "keep ratio S/N (paper: 10%%)"), batch_ratios=("0.2,1.0", "DataMask batch_ratio values"),
+                 max_steps=600, history_every=10, group_size=128, lr=10.0, timing_steps=12, reference_max_n=2048,
+                 seed=0)
     batch_ratios = [float(r) for r in args.batch_ratios.split(",")]
     data_label = f"synthetic clustered unit vectors, 50 clusters, 10% near-duplicates, seed {args.seed}"
-
     rows = []
-    for n in sizes:
+    for n in map(int, args.sizes.split(",")):
         emb, quality, _ = clustered_unit_vectors(n, args.d, n_clusters=50, duplicate_fraction=0.1, seed=args.seed)
         budget = int(round(args.ratio * n))
-        t_fast, greedy = _greedy(emb, quality, budget, "fast", args.seed)
+        greedy, t_fast = timed_select("greedy", emb, quality, budget, args.seed, **DISF, impl="fast")
         target = disf(emb, quality, greedy.indices)
-        t_ref, ref_measured = _reference_time(emb, quality, args.ratio, args.reference_max_n, args.seed)
+        t_ref, ref_measured = reference_time(emb, quality, args.ratio, args.reference_max_n, args.seed)
         print(f"N={n}: greedy fast {t_fast:.2f}s, reference {t_ref:.1f}s"
               f"{'' if ref_measured else ' (extrapolated)'}, target DiSF {target:.5f}", flush=True)
         base = {"n": n, "d": args.d, "budget": budget, "threads": args.threads, "data": data_label}
         rows.append({**base, "kind": "greedy_fast", "time_s": t_fast, "value": target, "measured": True})
         rows.append({**base, "kind": "greedy_reference", "time_s": t_ref, "value": target, "measured": ref_measured})
         for r in batch_ratios:
-            dm = _datamask(emb, quality, budget, target, args, r, args.seed)
-            step_s, pass_s, n_b, s_b = _step_vs_pass(emb, quality, budget, args, r, args.seed)
-            print(f"  DataMask r={r}: reached={dm['reached']} at {dm['time_to_target_s']:.1f}s "
-                  f"(step {dm['steps_to_target']}), final {dm['final_value']:.5f}; "
-                  f"step {step_s * 1e3:.1f} ms vs pass {pass_s * 1e3:.2f} ms ({step_s / pass_s:.0f}x)", flush=True)
-            rows.append({
-                **base, "kind": f"datamask_r{r}", "time_s": dm["time_to_target_s"], "value": dm["final_value"],
-                "measured": dm["reached"], "steps_to_target": dm["steps_to_target"], "steps_run": dm["steps_run"],
-                "total_time_s": dm["total_time_s"], "batch_ratio": r, "group_size": args.group_size, "lr": args.lr,
-                "step_time_s": step_s, "pass_time_s": pass_s, "step_over_pass": step_s / pass_s,
-                "batch_items": n_b, "batch_budget": s_b,
-            })
-
+            rows.append({**base, "kind": f"datamask_r{r}", **to_target(emb, quality, budget, target, args, r),
+                         "batch_ratio": r, "group_size": args.group_size, "lr": args.lr,
+                         **step_vs_pass(emb, quality, budget, args, r)})
+            print(" ", rows[-1], flush=True)
     first = ["kind", "n", "d", "budget", "time_s", "measured", "value"]
-    fields = first + sorted({k for row in rows for k in row} - set(first))
 
     def plot(rows: list[dict], png: Path) -> None:
         with bench.figure(png, 1, 2, figsize=(10, 4), dpi=120) as (fig, (ax1, ax2)):
@@ -147,10 +117,9 @@ def main() -> None:
 
     metrics = {f"{r['kind']}_n{r['n']}_{k}": r[k] for r in rows
                for k in ("time_s", "value", "step_over_pass") if k in r and r[k] is not None}
-    log = None if args.no_mlflow else dict(
-        name="datamask_time_to_greedy", params={**vars(args), "out": str(args.out)}, metrics=metrics,
-        tags={"paper": "DATAMASK", "artefact": "fig4_selection_time", "data": data_label})
-    bench.write_result(rows, args.out / "datamask_time_to_greedy.csv", plot=plot, log=log, columns=fields)
+    write_result(args, "datamask_time_to_greedy", rows, metrics=metrics, plot=plot,
+                 columns=first + sorted({k for row in rows for k in row} - set(first)),
+                 tags={"artefact": "fig4_selection_time", "data": data_label})
 
 if __name__ == "__main__":
     main()

@@ -13,16 +13,12 @@ rows of a case not run (``--cases``) are kept from the existing CSV.
 
 from __future__ import annotations
 
-import csv
-import math
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-
-from real_embeddings import real_embeddings
 
 from curation.selection import greedy, select
 from curation.selection.diagnostics import dominance_scores
@@ -32,8 +28,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _driver as bench  # noqa: E402
 from _driver import ROOT, loadavg3 as loadavg  # noqa: E402
 
+MINILM_CACHE = ROOT / "data" / "04_feature" / "bench_selection_minilm_views.npz"
 STATIC_CACHE = ROOT / "data" / "04_feature" / "bench_selection_static256.npy"
 CASES = {"16": "16 picks", "kept": "10% kept"}
+
+
+def minilm_views(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """MiniLM of the first n corpus documents' first and of their last 1,500 characters (two real views: no 768-d
+    model is offline), float32, cached on disk."""
+    if MINILM_CACHE.exists():
+        z = np.load(MINILM_CACHE)
+        if len(z["head"]) >= n:
+            return z["head"][:n], z["tail"][:n]
+    from curation.embedding import EmbedderConfig, SentenceEmbedder
+
+    texts = bench.bundled(["text"])["text"].head(n).tolist()
+    emb = SentenceEmbedder(EmbedderConfig(num_threads=1, max_seq_length=128, show_progress=False, max_chars=0))
+    head, tail = emb([t[:1500] for t in texts]), emb([t[-1500:] for t in texts])
+    MINILM_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(MINILM_CACHE, head=head, tail=tail)
+    return head, tail
 
 
 def static_embeddings(n: int) -> np.ndarray:
@@ -73,24 +87,25 @@ def timed(cfg: dict, q: np.ndarray, emb: np.ndarray, budget: int, repeats: int, 
 def run_case(case: str, dim: int, batches: int, picks: int, args) -> list[dict]:
     n, budget = batches * args.batch_size, batches * picks
     if case == "16":
-        emb = real_embeddings(n, dim)
+        head, tail = minilm_views(n)
+        emb = {384: head, 768: np.concatenate([head, tail], 1)}[dim]
         data = "MiniLM (all-MiniLM-L6-v2) of the bundled corpus, first 1,500 chars" + (
             "" if dim == 384 else " + last 1,500 chars, concatenated (two real views; no 768-d model offline)")
     else:
         emb = static_embeddings(n)
         data = "static 256-d (model2vec distilled from the packaged MiniLM) of the bundled corpus"
     q = np.zeros(n)
-    cfg = {"diversity": "disf", "lam": 0.0, "batch_size": args.batch_size}
-    impls = {"fast": ({**cfg, "impl": "fast"}, args.fast_repeats, math.nan)}
+    impls = {"fast": ("fast", args.fast_repeats, None)}
     if case == "kept":  # the fast path as it was before the moment form: pair rows at every |U|
-        impls["fast (pair rows only)"] = ({**cfg, "impl": "fast"}, args.pairs_repeats, 1e12)
-    impls["official"] = ({**cfg, "impl": "official"}, 1, math.nan)
+        impls["fast (pair rows only)"] = ("fast", args.pairs_repeats, 1e12)
+    impls["official"] = ("official", 1, None)
     res = {}
     default = greedy._PAIRS_PER_DIM
-    for name, (c, repeats, pairs_per_dim) in impls.items():
-        greedy._PAIRS_PER_DIM = default if math.isnan(pairs_per_dim) else pairs_per_dim
+    for name, (impl, repeats, pairs_per_dim) in impls.items():
+        greedy._PAIRS_PER_DIM = pairs_per_dim or default
         try:
-            res[name] = timed(c, q, emb, budget, repeats, args.seed)
+            cfg = {"diversity": "disf", "lam": 0.0, "batch_size": args.batch_size, "impl": impl}
+            res[name] = timed(cfg, q, emb, budget, repeats, args.seed)
         finally:
             greedy._PAIRS_PER_DIM = default
         t, _, l0, l1, cp, times = res[name]
@@ -101,26 +116,20 @@ def run_case(case: str, dim: int, batches: int, picks: int, args) -> list[dict]:
     rand = [np.sort(np.concatenate([b * args.batch_size + rng.choice(args.batch_size, picks, replace=False)
                                     for b in range(batches)])) for _ in range(20)]
     rows = []
+    shape = {"n": n, "budget": budget, "picks_per_batch": picks, "batch_size": args.batch_size}
     for name, (t, sel, l0, l1, c, _) in res.items():
-        identical = bool(np.array_equal(sel.indices, official[1].indices))
-        rows.append({"case": CASES[case], "d": dim, "selection": name, "n": n, "budget": budget,
-                     "picks_per_batch": picks, "batch_size": args.batch_size,
+        rows.append({"case": CASES[case], "d": dim, "selection": name, **shape,
                      "wall_time_s": round(t, 4), "cpu_time_s": round(c, 4),
-                     "identical_picks_to_official": identical,
+                     "identical_picks_to_official": bool(np.array_equal(sel.indices, official[1].indices)),
                      "speed_ratio_official_over_this": round(official[0] / t, 1),
                      "cpu_ratio_official_over_this": round(official[4] / c, 1),
-                     "disf_value": disf(emb, q, sel.indices), "dominance_top10": dominance_scores(emb[sel.indices], (10,))[10],
+                     "disf_value": disf(emb, q, sel.indices),
+                     "dominance_top10": dominance_scores(emb[sel.indices], (10,))[10],
                      "threads": args.threads, "loadavg_before": l0, "loadavg_after": l1, "data": data})
-        print(f"[{CASES[case]}] d={dim} {name}: identical to official {identical}; official / this = "
-              f"{rows[-1]['speed_ratio_official_over_this']}x wall, {rows[-1]['cpu_ratio_official_over_this']}x cpu",
-              flush=True)
-    rows.append({"case": CASES[case], "d": dim, "selection": "random (mean of 20)", "n": n, "budget": budget,
-                 "picks_per_batch": picks, "batch_size": args.batch_size, "wall_time_s": None, "cpu_time_s": None,
-                 "identical_picks_to_official": None, "speed_ratio_official_over_this": None,
-                 "cpu_ratio_official_over_this": None,
+    rows.append({"case": CASES[case], "d": dim, "selection": "random (mean of 20)", **shape,  # no times: empty
                  "disf_value": float(np.mean([disf(emb, q, r) for r in rand])),
                  "dominance_top10": float(np.mean([dominance_scores(emb[r], (10,))[10] for r in rand])),
-                 "threads": args.threads, "loadavg_before": None, "loadavg_after": None, "data": data})
+                 "threads": args.threads, "data": data})
     return rows
 
 
@@ -149,10 +158,7 @@ def main() -> None:
     csv_path = args.out / "disf_greedy.csv"
     run_cases = {CASES[c] for c in cases}
     if csv_path.exists():  # keep the rows of the cases not run now
-        with open(csv_path, newline="") as fh:
-            old = [_legacy(r) for r in csv.DictReader(fh)]
-        old = [r for r in old if r["case"] not in run_cases]
-        rows = [{k: r.get(k) for k in rows[0]} for r in old] + rows
+        rows = [{k: r.get(k) for k in rows[0]} for r in bench.read_rows(csv_path) if r["case"] not in run_cases] + rows
     for r in rows:
         print(r)
     slug = {"16 picks": "p16", "10% kept": "kept10"}
@@ -161,60 +167,36 @@ def main() -> None:
                for r in rows if r["case"] in run_cases
                for k in ("wall_time_s", "cpu_time_s", "disf_value", "dominance_top10",
                          "speed_ratio_official_over_this", "cpu_ratio_official_over_this")
-               if r[k] not in (None, "")}
+               if r.get(k) not in (None, "")}
     log = None if args.no_mlflow else dict(
         name="disf_greedy_official_vs_fast", params={**vars(args), "out": str(args.out)}, metrics=metrics,
         tags={"paper": "DiSF", "artefact": "fig4_selection_time", "data": "MiniLM / static, bundled corpus"})
     bench.write_result(rows, csv_path, plot=plot, log=log, columns=list(rows[0]))
 
 
-def _legacy(row: dict) -> dict:
-    """A row of the CSV before the 10% kept case (16 picks only, ratios named ..._over_fast)."""
-    if row.get("case"):
-        return row
-    renamed = {"identical_picks": "identical_picks_to_official",
-               "speed_ratio_official_over_fast": "speed_ratio_official_over_this",
-               "cpu_ratio_official_over_fast": "cpu_ratio_official_over_this"}
-    row = {renamed.get(k, k): v for k, v in row.items()}
-    if row["selection"] == "official" and row["speed_ratio_official_over_this"]:
-        row["speed_ratio_official_over_this"] = row["cpu_ratio_official_over_this"] = "1.0"
-    return {"case": "16 picks", "picks_per_batch": "16", **row}
-
-
 def plot(rows: list[dict], png_path: Path) -> None:
-    keys = list(dict.fromkeys((r["case"], str(r["d"])) for r in rows))
-    labels = [f"{c}\nd={d}" for c, d in keys]
-    with bench.figure(png_path, 1, 2, figsize=(11, 4), dpi=120) as (fig, axes):
-        _draw(axes, rows, keys, labels)
-
-
-def _draw(axes, rows, keys, labels) -> None:
+    keys = list(dict.fromkeys((r["case"], r["d"]) for r in rows))
+    row = {(r["case"], r["d"], r["selection"]): r for r in rows}
     x = np.arange(len(keys))
-    names = ("fast", "fast (pair rows only)", "official")
-    for k, name in enumerate(names):
-        t = [next((float(r["wall_time_s"]) for r in rows if (r["case"], str(r["d"])) == key
-                   and r["selection"] == name), np.nan) for key in keys]
-        axes[0].bar(x + 0.27 * k, t, 0.27, label=name)
-        if name != "official":
+    with bench.figure(png_path, 1, 2, figsize=(11, 4), dpi=120) as (fig, axes):
+        for k, name in enumerate(("fast", "fast (pair rows only)", "official")):
+            t = [float(row[(*key, name)]["wall_time_s"]) if (*key, name) in row else np.nan for key in keys]
+            axes[0].bar(x + 0.27 * k, t, 0.27, label=name)
             for xi, key, ti in zip(x, keys, t):
-                ratio = next((r["speed_ratio_official_over_this"] for r in rows
-                              if (r["case"], str(r["d"])) == key and r["selection"] == name), None)
-                if ratio not in (None, ""):
+                ratio = row.get((*key, name), {}).get("speed_ratio_official_over_this")
+                if name != "official" and ratio not in (None, ""):
                     axes[0].annotate(f"{float(ratio):.0f}x", (xi + 0.27 * k, ti), xytext=(0, 2),
                                      textcoords="offset points", ha="center", fontsize=7)
-    axes[0].set_xticks(x + 0.27, labels, fontsize=8)
-    axes[0].set_yscale("log")
-    axes[0].set_ylabel("wall time (s)")
-    axes[0].set_title("b = 1024; label: official / this (wall), 1 thread, shared machine", fontsize=9)
-    axes[0].legend(fontsize=8)
-    for k, name in enumerate(("official", "fast", "random (mean of 20)")):
-        v = [next(float(r["dominance_top10"]) for r in rows if (r["case"], str(r["d"])) == key
-                  and r["selection"] == name) for key in keys]
-        axes[1].bar(x + 0.27 * k, v, 0.27, label=name)
-    axes[1].set_xticks(x + 0.27, labels, fontsize=8)
-    axes[1].set_ylabel("dominance score, top-10 eigenvalue share")
-    axes[1].set_title("DiSF Sec. 2.3 (lower = less collapse)", fontsize=9)
-    axes[1].legend(fontsize=8)
+        axes[0].set_yscale("log")
+        axes[0].set_ylabel("wall time (s)")
+        axes[0].set_title("b = 1024; label: official / this (wall), 1 thread, shared machine", fontsize=9)
+        for k, name in enumerate(("official", "fast", "random (mean of 20)")):
+            axes[1].bar(x + 0.27 * k, [float(row[(*key, name)]["dominance_top10"]) for key in keys], 0.27, label=name)
+        axes[1].set_ylabel("dominance score, top-10 eigenvalue share")
+        axes[1].set_title("DiSF Sec. 2.3 (lower = less collapse)", fontsize=9)
+        for ax in axes:
+            ax.set_xticks(x + 0.27, [f"{c}\nd={d}" for c, d in keys], fontsize=8)
+            ax.legend(fontsize=8)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,10 @@ import pandas as pd
 
 from curation.selection import dominance_scores
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _driver as bench  # noqa: E402
+from _driver import ROOT  # noqa: E402
+
 ORDER = ["random", "topk_quality", "semdedup", "greedy_disf", "datamask_disf"]
 
 
@@ -32,9 +35,9 @@ def covariance_dominance(x: np.ndarray, k: int = 10) -> float:
 
 
 def main() -> None:
-    ns = "default"
-    feats = ROOT / "data" / "04_feature" / ns
-    ids = pd.concat([pd.read_parquet(p, columns=["id"]) for p in sorted((feats / "scores" / "shards").glob("*.parquet"))])
+    feats = ROOT / "data" / "04_feature" / "default"
+    ids = pd.concat([pd.read_parquet(p, columns=["id"])
+                     for p in sorted((feats / "scores" / "shards").glob("*.parquet"))])
     emb = np.concatenate([np.load(p) for p in sorted((feats / "embeddings" / "shards").glob("*.npy"))])
     row_of = pd.Series(np.arange(len(ids)), index=ids["id"].to_numpy())
     rows = []
@@ -51,9 +54,7 @@ def main() -> None:
                          "dominance_top10_covariance": covariance_dominance(x),
                          "dominance_top10_official": dominance_scores(x, (10,))[10], "sweep": sweep})
             print(rows[-1], flush=True)
-    out = ROOT / "benchmarks" / "results" / "disf_fig3_dominance_before_after.csv"
-    pd.DataFrame(rows).to_csv(out, index=False)
-    print(f"wrote {out}")
+    bench.write_result(pd.DataFrame(rows), bench.RESULTS / "disf_fig3_dominance_before_after.csv")
 
 
 if __name__ == "__main__":

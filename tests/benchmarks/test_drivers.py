@@ -28,9 +28,8 @@ sys.path.insert(0, str(BENCH))
 import _driver as bench  # noqa: E402
 
 # scripts whose command line is not argparse's (positional arguments, or code at import): imported, not run
-NO_HELP = {"metarater/check_dsir_holdout_leak.py", "pretraining/decide_eval_cost.py", "pretraining/decide_tables.py",
-           "pretraining/heldout_web_corpus.py", "pretraining/decide_recheck_full_se.py",
-           "pretraining/megatron_gpu_table.py", "selection/real_embeddings.py",
+NO_HELP = {"pretraining/heldout_web_corpus.py",
+           "pretraining/megatron_gpu_table.py", "selection/_datamask.py",
            "selection/fig3_dominance_before_after.py", "scale/process_tree.py", "_driver.py"}
 # run in another environment (datatrove's, mutmut's): compiled here, their --help only where that import is found
 OTHER_ENV = {"scale/datatrove_side.py": "datatrove", "mutation/recheck.py": "mutmut"}
@@ -160,12 +159,12 @@ def test_script_help(path, monkeypatch, capsys):
     assert done.value.code == 0 and "usage:" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("path", [p for p in SCRIPTS if _name(p) in NO_HELP - {"metarater/check_dsir_holdout_leak.py"}],
+@pytest.mark.parametrize("path", [p for p in SCRIPTS if _name(p) in NO_HELP],
                          ids=_name)
 def test_script_without_help_imports(path, monkeypatch):
     monkeypatch.syspath_prepend(str(path.parent))
     module = runpy.run_path(str(path), run_name="imported")
-    assert any(callable(module.get(f)) for f in ("main", "real_embeddings", "run_measured", "write_result"))
+    assert any(callable(module.get(f)) for f in ("main", "run_measured", "write_result"))
 
 
 @pytest.mark.parametrize("path", WRAPPERS, ids=_name)
@@ -190,14 +189,16 @@ TINY = {  # script -> arguments of a run of a few seconds to a minute on 2 cores
     "selection/bench_datamask_long_runs.py": ["--n", "2000", "--steps", "20", "40", "--clusters", "10"],
     "selection/bench_datamask_time_to_greedy.py": ["--sizes", "1024", "--d", "16", "--max-steps", "30",
                                                    "--timing-steps", "3", "--batch-ratios", "1.0", "--no-mlflow"],
-    "scale/bench_scale.py": ["--sizes", "2000", "--engines", "local", "--signals-docs", "200", "--no-mlflow"],
+    "scale/bench_scale.py": ["shards", "--sizes", "2000", "--engines", "local", "--signals-docs", "200",
+                             "--no-mlflow"],
     "scale/bench_selection_blocks.py": ["--n", "4000", "--d", "16", "--shards", "2", "--steps", "2", "--baseline",
                                         "--half-blocks", "--no-mlflow"],
     "dedup/bench_dedup.py": ["scale", "--sizes", "3000", "--modes", "salted", "copies", "--docs-per-bucket", "500"],
     "lm/bench_tiny_trainer.py": ["--docs", "200", "--steps", "3", "--warmup", "1", "--configs", "tiny",
                                  "--interleaved-rounds", "1"],
+    "pretraining/decide_results.py": ["recheck"],
     "metarater/bench_regressor_protocols.py": ["--reps", "1", "--candidates", "2000", "--settings", "official_step3"],
-    "embedding/bench_embed.py": ["--n", "24"],
+    "embedding/bench_backends.py": ["throughput", "--n", "24"],
 }
 OUTPUTS = {
     "selection/bench_datamask_step.py": ["datamask_step.csv", "datamask_step.png"],
@@ -209,10 +210,11 @@ OUTPUTS = {
     "scale/bench_selection_blocks.py": ["scale/selection_blocks.csv", "scale/selection_blocks.png"],
     "dedup/bench_dedup.py": ["dedup_scale.csv", "dedup_scale.png"],
     "lm/bench_tiny_trainer.py": ["lm_tiny_trainer.csv", "lm_tiny_trainer.png", "lm_tiny_trainer_interleaved.csv"],
+    "pretraining/decide_results.py": ["decide_B1_sizes/full_se_recheck.csv"],
     "metarater/bench_regressor_protocols.py": ["metarater_regressor_protocols.csv",
                                                "metarater_regressor_protocols_runs.csv",
                                                "metarater_regressor_protocols.png"],
-    "embedding/bench_embed.py": ["embedding_throughput.csv", "embedding_throughput.png"],
+    "embedding/bench_backends.py": ["embedding_throughput.csv", "embedding_throughput.png"],
 }
 
 
@@ -234,7 +236,8 @@ def test_tiny_run(script, tmp_path):
         default_out = {"scale/bench_scale.py": tmp_path / "scale.csv",
                        "scale/bench_selection_blocks.py": tmp_path / "scale" / "selection_blocks.csv",
                        "lm/bench_tiny_trainer.py": tmp_path / "lm_tiny_trainer",
-                       "embedding/bench_embed.py": tmp_path / "embedding_throughput"}.get(script, tmp_path)
+                       "pretraining/decide_results.py": tmp_path / "decide_B1_sizes" / "full_se_recheck.csv",
+                       "embedding/bench_backends.py": tmp_path / "embedding_throughput"}.get(script, tmp_path)
         args += ["--out", str(default_out)]
     if script == "dedup/bench_dedup.py":
         args += ["--corpus-dir", str(tmp_path / "corpus")]

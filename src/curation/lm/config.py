@@ -200,7 +200,7 @@ PRESETS: dict[str, PretrainConfig] = {
         train=TrainConfig(),
     ),
     # ~29M parameters (25.2M without the tied embedding, ~13x the tiny model's FLOPs per token): the third size
-    # of the decision check, trained on a GPU (benchmarks/pretraining/decide_gpu.py; issue #38 item 4)
+    # of the decision check, trained on a GPU (benchmarks/pretraining/gpu_cells.py; issue #38 item 4)
     "medium": PretrainConfig(
         name="medium",
         model=_tiny_model(n_layer=8, d_model=512, n_head=8, n_kv_head=4, d_ff=1536),
