@@ -225,7 +225,8 @@ def _select_shards_to_tokens(method: str, cfg: Any, quality: np.ndarray, pool: n
 
     from curation.selection.greedy_shards import batch_local, run_greedy_batches
     from curation.selection.sharded import check_scale, gather_rows, run_datamask_blocks
-    from curation.selection.tokens import ORDERED, TokenBudgetError, _check_tokens, fit_to_tokens, select_tokens
+    from curation.selection.tokens import (ORDERED, _check_tokens, check_kept_tokens, fit_to_tokens,
+                                          select_tokens)
 
     n_tokens, budget_tokens = tokens["n_tokens"], float(tokens["budget"])
     if np.isnan(n_tokens).any():
@@ -249,10 +250,7 @@ def _select_shards_to_tokens(method: str, cfg: Any, quality: np.ndarray, pool: n
         # select_tokens' in-place min_quality pruning first, then greedy on the kept candidates, streamed
         kept = np.arange(len(pool)) if cfg.min_quality is None else np.flatnonzero(quality >= cfg.min_quality)
         counts = _check_tokens(n_tokens[kept], len(kept), budget_tokens)
-        if not budget_tokens < counts.sum():
-            raise TokenBudgetError(f"token budget {budget_tokens:,.0f}: the {len(kept)} candidates left after "
-                                   f"selection.min_quality hold {counts.sum():,.0f} tokens. Fix: lower the budget "
-                                   "or selection.min_quality.")
+        check_kept_tokens(budget_tokens, counts)
         plain, runs = dataclasses.replace(cfg, min_quality=None), {}
 
         def run(size: int) -> np.ndarray:

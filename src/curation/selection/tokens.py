@@ -295,6 +295,14 @@ def _trim(idx: np.ndarray, n_tokens: np.ndarray, quality: np.ndarray, lo: float,
     return idx[keep], tokens, dropped
 
 
+def check_kept_tokens(budget_tokens: float, counts: np.ndarray) -> None:
+    """Refuse a token budget the candidates left after ``selection.min_quality`` cannot exceed."""
+    if not budget_tokens < counts.sum():
+        raise TokenBudgetError(f"token budget {budget_tokens:,.0f} (budget.tokens / budget.token_ratio): the "
+                               f"{len(counts)} candidates left after selection.min_quality hold {counts.sum():,.0f} "
+                               "tokens. Fix: lower the budget or selection.min_quality.")
+
+
 def select_tokens(method: str, *, quality: Any, embeddings: Any, n_tokens: Any, budget_tokens: float,
                   config: Mapping[str, Any] | Any = None, seed: int = 0, groups: Any = None,
                   proportions: Optional[Mapping[str, float]] = None, tolerance: float = TOLERANCE,
@@ -319,10 +327,7 @@ def select_tokens(method: str, *, quality: Any, embeddings: Any, n_tokens: Any, 
     if getattr(cfg, "min_quality", None) is not None:  # the in-place pruning select() applies, applied first
         kept = np.flatnonzero(quality >= cfg.min_quality).astype(np.int64)
     q, c = quality[kept], counts[kept]
-    if not budget_tokens < c.sum():
-        raise TokenBudgetError(f"token budget {budget_tokens:,.0f} (budget.tokens / budget.token_ratio): the "
-                               f"{len(kept)} candidates left after selection.min_quality hold {c.sum():,.0f} tokens. "
-                               f"Fix: lower the budget or selection.min_quality.")
+    check_kept_tokens(budget_tokens, c)
     history, extra = pd.DataFrame(), {}
     if method in ORDERED:
         local = np.sort(fill_to_tokens(ordered_positions(method, q, seed), c, budget_tokens, tolerance))
