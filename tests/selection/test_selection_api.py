@@ -352,3 +352,14 @@ def test_semdedup_kmeans_settings_reach_the_clustering():
     assert np.array_equal(default, kept(kmeans_max_iter=100, kmeans_n_init=1))
     assert not np.array_equal(default, kept(kmeans_max_iter=1))
     assert not np.array_equal(default, kept(kmeans_n_init=5))
+
+
+def test_min_quality_pruning_is_one_rule_for_every_path():
+    from curation.selection.budget import kept_by_min_quality
+
+    q = np.array([3.0, 7.0, 6.0, 1.0, 9.0])
+    np.testing.assert_array_equal(kept_by_min_quality(q, None), np.arange(5))
+    np.testing.assert_array_equal(kept_by_min_quality(q, 6.0, budget=2), [1, 2, 4])  # >=, positions ascending
+    for budget in (0, 3):  # no choice left: every kept candidate, or none, would be selected
+        with pytest.raises(ValueError, match=r"3 of 5 candidates have quality >= .*'min_quality' \(6.0\)"):
+            kept_by_min_quality(q, 6.0, budget=budget)

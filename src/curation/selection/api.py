@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 
 from curation.selection.baselines import select_random, select_topk_quality
+from curation.selection.budget import kept_by_min_quality
 from curation.selection.config import (
     DataMaskConfig,
     DvrlConfig,
@@ -106,14 +107,8 @@ def select(
     budget = _check_budget(budget, n_input)
 
     # quality-aware pruning in place (DATAMASK Sec. 4.3)
-    kept = np.arange(n_input, dtype=np.int64)
+    kept = kept_by_min_quality(q, cfg.min_quality, budget)
     if cfg.min_quality is not None:
-        kept = np.nonzero(q >= cfg.min_quality)[0].astype(np.int64)
-        if budget >= len(kept):
-            raise ValueError(
-                f"selection config key 'min_quality': {len(kept)} items have quality >= {cfg.min_quality}, "
-                f"need more than budget {budget}"
-            )
         emb, q = emb[kept], q[kept]
 
     t0 = time.perf_counter()

@@ -32,3 +32,16 @@ def allocate_budget(budget: int, sizes: list[int]) -> list[int]:
         out[i] += take
         short -= take
     return [int(x) for x in out]
+
+
+def kept_by_min_quality(quality: np.ndarray, min_quality: float | None, budget: int | None = None) -> np.ndarray:
+    """The positions (int64, ascending) that DATAMASK Sec. 4.3's in-place pruning keeps: quality >=
+    ``min_quality``, every position when it is None. With a count ``budget``, refuse one that does not leave
+    a choice among the kept candidates (0 < budget < kept)."""
+    quality = np.asarray(quality)
+    kept = np.arange(len(quality), dtype=np.int64) if min_quality is None else \
+        np.flatnonzero(quality >= min_quality).astype(np.int64)
+    if budget is not None and not 0 < budget < len(kept):
+        raise ValueError(f"budget {budget} must be in (0, {len(kept)}): {len(kept)} of {len(quality)} candidates "
+                         f"have quality >= the selection config key 'min_quality' ({min_quality})")
+    return kept

@@ -24,6 +24,7 @@ import pandas as pd
 
 from curation.cache import config_key
 from curation.selection.api import select
+from curation.selection.budget import kept_by_min_quality
 from curation.selection.corpus_budget import candidate_pool, resolve_budget
 from curation.selection.corpus_pick import _selected_frame, check_score_column
 
@@ -116,12 +117,7 @@ def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: 
                                                        progress=progress)
         info = {k: v for k, v in info.items() if k != "blocks"}
     elif method in ("topk_quality", "random"):
-        kept = np.arange(len(pool), dtype=np.int64)
-        if cfg.min_quality is not None:  # in-place pruning, as select() applies it
-            kept = np.flatnonzero(quality >= cfg.min_quality).astype(np.int64)
-        if not 0 < n_select < len(kept):
-            raise ValueError(f"budget {n_select} must be in (0, {len(kept)}): the candidates left after "
-                             f"selection.min_quality={cfg.min_quality}")
+        kept = kept_by_min_quality(quality, cfg.min_quality, n_select)  # in-place pruning, as select() applies it
         local = topk_positions(quality[kept], n_select) if method == "topk_quality" else \
             select_random(len(kept), n_select, seed)
         positions = pool[kept[local]]
@@ -248,7 +244,7 @@ def _select_shards_to_tokens(method: str, cfg: Any, quality: np.ndarray, pool: n
         info = {**{k: v for k, v in info.items() if k != "blocks"}, **extra}
     elif method == "greedy" and batch_local(cfg) and tokens["groups"] is None:
         # select_tokens' in-place min_quality pruning first, then greedy on the kept candidates, streamed
-        kept = np.arange(len(pool)) if cfg.min_quality is None else np.flatnonzero(quality >= cfg.min_quality)
+        kept = kept_by_min_quality(quality, cfg.min_quality)
         counts = _check_tokens(n_tokens[kept], len(kept), budget_tokens)
         check_kept_tokens(budget_tokens, counts)
         plain, runs = dataclasses.replace(cfg, min_quality=None), {}

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import atomic_write, atomic_write_text, save_npy
+from curation.selection.budget import kept_by_min_quality
 from curation.selection.config import GreedyConfig
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,7 @@ def run_greedy_batches(quality: np.ndarray, positions: np.ndarray, pruned_embedd
         raise ValueError(f"greedy with diversity={cfg.diversity!r}, standardize={cfg.standardize}, lam={cfg.lam} "
                          "reads the whole pool in each batch: it cannot stream")
     q = np.asarray(quality, dtype=np.float64)
-    kept = np.arange(len(q), dtype=np.int64)
-    if cfg.min_quality is not None:
-        kept = np.flatnonzero(q >= cfg.min_quality).astype(np.int64)
-    if not 0 < budget < len(kept):
-        raise ValueError(f"budget {budget} must be in (0, {len(kept)}): the candidates left after "
-                         f"selection.min_quality={cfg.min_quality}")
+    kept = kept_by_min_quality(q, cfg.min_quality, budget)
     plan = plan_greedy(len(kept), budget, cfg, seed)
     b = greedy_batch_size(len(kept), cfg)
     check_scale("greedy", b, cfg.max_items)  # one batch is held whole (PWS's default batch is the whole pool)

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import atomic_write, atomic_write_text, save_npy
+from curation.selection.budget import kept_by_min_quality
 from curation.selection.config import UNIT_DIVERSITIES, parse_selection_config
 from curation.shards.executor import EngineConfig, ShardResult, ShardTask, run_shards
 from curation.shards.lineage import LineageError, check_manifest_inputs
@@ -331,12 +332,7 @@ def run_datamask_blocks(quality: np.ndarray, positions: np.ndarray, pruned_embed
     q = np.asarray(quality, dtype=np.float64)
     if not np.isfinite(q).all():
         raise ValueError(f"quality contains NaN or inf ({int((~np.isfinite(q)).sum())} values)")
-    kept = np.arange(len(q), dtype=np.int64)
-    if cfg.min_quality is not None:
-        kept = np.flatnonzero(q >= cfg.min_quality).astype(np.int64)
-        if budget >= len(kept):
-            raise ValueError(f"selection config key 'min_quality': {len(kept)} items have quality >= "
-                             f"{cfg.min_quality}, need more than budget {budget}")
+    kept = kept_by_min_quality(q, cfg.min_quality, budget)
     blocks_dir = Path(work) / "blocks"
     blocks_dir.mkdir(parents=True, exist_ok=True)
     plan = plan_blocks(len(kept), budget, cfg.block_size, seed)

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from curation.errors import UserError
+from curation.selection.budget import kept_by_min_quality
 
 log = logging.getLogger(__name__)
 
@@ -323,9 +324,7 @@ def select_tokens(method: str, *, quality: Any, embeddings: Any, n_tokens: Any, 
         return _select_groups(method, quality, embeddings, counts, float(budget_tokens), config, seed,
                               np.asarray(groups).astype(str), proportions, tolerance, started)
     cfg = parse_selection_config(method, config)
-    kept = np.arange(n, dtype=np.int64)
-    if getattr(cfg, "min_quality", None) is not None:  # the in-place pruning select() applies, applied first
-        kept = np.flatnonzero(quality >= cfg.min_quality).astype(np.int64)
+    kept = kept_by_min_quality(quality, getattr(cfg, "min_quality", None))  # select()'s in-place pruning, first
     q, c = quality[kept], counts[kept]
     check_kept_tokens(budget_tokens, c)
     history, extra = pd.DataFrame(), {}
