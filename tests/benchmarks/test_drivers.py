@@ -29,7 +29,7 @@ import _driver as bench  # noqa: E402
 
 # scripts whose command line is not argparse's (positional arguments, or code at import): imported, not run
 NO_HELP = {"pretraining/heldout_web_corpus.py",
-           "pretraining/megatron_gpu_table.py", "selection/_datamask.py",
+           "pretraining/megatron_gpu_table.py",
            "selection/fig3_dominance_before_after.py", "scale/process_tree.py", "_driver.py"}
 # run in another environment (datatrove's, mutmut's): compiled here, their --help only where that import is found
 OTHER_ENV = {"scale/datatrove_side.py": "datatrove", "mutation/recheck.py": "mutmut"}
@@ -181,13 +181,13 @@ def test_gpu_wrappers_source_the_shared_shell_driver():
 
 # --- tiny end-to-end runs (-m optin) ----------------------------------------------------------------------------
 
-TINY = {  # script -> arguments of a run of a few seconds to a minute on 2 cores; outputs -> tmp (BENCH_RESULTS)
-    "selection/bench_datamask_step.py": ["--n", "2000", "--steps", "pws:2,fl@int8:2,disf:1", "--no-mlflow"],
-    "selection/bench_datamask_pws_scale.py": ["--n", "2000", "--steps", "30", "--no-mlflow"],
-    "selection/bench_datamask_pws_sweep.py": ["--n", "2000", "--no-mlflow", "--sweep",
+TINY = {  # script [sub-command] -> arguments of a run of a few seconds to a minute on 2 cores; outputs -> tmp
+    "selection/bench_datamask.py step": ["--n", "2000", "--steps", "pws:2,fl@int8:2,disf:1", "--no-mlflow"],
+    "selection/bench_datamask.py pws-scale": ["--n", "2000", "--steps", "30", "--no-mlflow"],
+    "selection/bench_datamask.py pws-sweep": ["--n", "2000", "--no-mlflow", "--sweep",
                                               '[{"batch_ratio": 0.05, "lr": 10.0, "group_size": 32, "steps": 30}]'],
-    "selection/bench_datamask_long_runs.py": ["--n", "2000", "--steps", "20", "40", "--clusters", "10"],
-    "selection/bench_datamask_time_to_greedy.py": ["--sizes", "1024", "--d", "16", "--max-steps", "30",
+    "selection/bench_datamask.py long-runs": ["--n", "2000", "--steps", "20", "40", "--clusters", "10"],
+    "selection/bench_datamask.py time-to-greedy": ["--sizes", "1024", "--d", "16", "--max-steps", "30",
                                                    "--timing-steps", "3", "--batch-ratios", "1.0", "--no-mlflow"],
     "scale/bench_scale.py": ["shards", "--sizes", "2000", "--engines", "local", "--signals-docs", "200",
                              "--no-mlflow"],
@@ -201,11 +201,11 @@ TINY = {  # script -> arguments of a run of a few seconds to a minute on 2 cores
     "embedding/bench_backends.py": ["throughput", "--n", "24"],
 }
 OUTPUTS = {
-    "selection/bench_datamask_step.py": ["datamask_step.csv", "datamask_step.png"],
-    "selection/bench_datamask_pws_scale.py": ["datamask_pws_2000.csv", "datamask_pws_2000.png"],
-    "selection/bench_datamask_pws_sweep.py": ["datamask_pws_sweep.csv"],
-    "selection/bench_datamask_long_runs.py": ["datamask_long_runs.csv", "datamask_long_runs.png"],
-    "selection/bench_datamask_time_to_greedy.py": ["datamask_time_to_greedy.csv", "datamask_time_to_greedy.png"],
+    "selection/bench_datamask.py step": ["datamask_step.csv", "datamask_step.png"],
+    "selection/bench_datamask.py pws-scale": ["datamask_pws_2000.csv", "datamask_pws_2000.png"],
+    "selection/bench_datamask.py pws-sweep": ["datamask_pws_sweep.csv"],
+    "selection/bench_datamask.py long-runs": ["datamask_long_runs.csv", "datamask_long_runs.png"],
+    "selection/bench_datamask.py time-to-greedy": ["datamask_time_to_greedy.csv", "datamask_time_to_greedy.png"],
     "scale/bench_scale.py": ["scale.csv", "scale.png"],
     "scale/bench_selection_blocks.py": ["scale/selection_blocks.csv", "scale/selection_blocks.png"],
     "dedup/bench_dedup.py": ["dedup_scale.csv", "dedup_scale.png"],
@@ -247,8 +247,9 @@ def test_tiny_run(script, tmp_path):
         args += ["--work", str(tmp_path)]
     before = subprocess.run(["git", "status", "--porcelain", "benchmarks/results"], cwd=REPO, capture_output=True,
                             text=True).stdout
-    run = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=600)
+    path, *command = script.split(" ")  # "<script> <sub-command>": the sub-command goes first
+    run = subprocess.run([sys.executable, str(BENCH / path), *command, *args], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     for name in OUTPUTS[script]:
         assert (tmp_path / name).is_file(), name

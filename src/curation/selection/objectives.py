@@ -275,7 +275,7 @@ class Objective:
 
         Cost: exact, O(G S d min(S, d)) per batch of G sets. In a DataMask step
         (N = 100k, d = 384, G = 128, S_b = 500) that is ~35x the PWS step
-        (benchmarks/selection/bench_datamask_step.py); with ``disf_probes`` > 0
+        (benchmarks/selection/bench_datamask.py step); with ``disf_probes`` > 0
         the term is the unbiased Hutchinson estimate of -||C||_F^2 instead
         (``disf_hutchinson``, O(G S d k) for k probes).
         """
