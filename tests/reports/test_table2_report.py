@@ -108,7 +108,7 @@ def test_table2_report_makes_pairwise_decisions_on_continuous_metrics():
     # raw -> FineWeb 44.9, edu -> FineWeb-Edu 46.8 in the paper: edu > raw decided here agrees with it
     assert "Against the paper's order (mc_correct_prob_per_char): 1 of 1 pairs with a paper row decided, 1 as the " \
            "paper orders them, 0 the other way." in report.notes
-    # 2 seeds: t with 1 degree of freedom, P(|t| > 2) = 0.295; the paired t-test of (0.021, 0.019): t = 20, p = 0.032
-    strength = next(n for n in report.notes if n.startswith("How strong"))
-    assert "2 seeds (t with 1 degrees of freedom)" in strength and "probability 0.30" in strength
-    assert "edu beats raw on mc_correct_prob_per_char by 0.02 ± 0.001 (p = 0.032)" in report.notes
+    # 2 seeds: the paired t-test of (0.021, 0.019), t = 20 on 1 degree of freedom, p = 0.032; one pair per metric
+    assert "edu beats raw on mc_correct_prob_per_char by 0.02 ± 0.001 (Holm p 0.032)" in report.notes
+    rule = next(n for n in report.notes if n.startswith("Decisions ("))
+    assert "Holm-corrected" in rule and "item sampling is not in the standard errors" in rule

@@ -2,11 +2,20 @@
 
 For every pair of corpora and every metric, :func:`decisions` takes the
 per-seed values of both, and reports the mean difference, its standard error
-over seeds, the seed-level agreement and a verdict only where the difference
-exceeds two standard errors; otherwise "no decision". This is the reading
-DataDecide (Magnusson et al., ICML 2025, Sec. 3-4) makes of small-scale runs:
-a ranking is a set of pairwise decisions, and the continuous likelihood
-metrics decide pairs that accuracy at the same scale leaves to noise.
+over seeds, the seed-level agreement, the t-test's p and a verdict only where
+that p, Holm-corrected over the metric's K(K-1)/2 pairs, is below ``alpha``
+(0.05); otherwise "no decision". This is the reading DataDecide (Magnusson et
+al., ICML 2025, Sec. 3-4) makes of small-scale runs: a ranking is a set of
+pairwise decisions, and the continuous likelihood metrics decide pairs that
+accuracy at the same scale leaves to noise. With 3 seeds (2 degrees of
+freedom) a decision needs |t| > 4.30 for one pair, more under Holm; the
+2-standard-error rule this module used before decided a truly null pair 18%
+of the time at 3 seeds.
+
+What the error counts: the seeds only (initialisation and data order). The
+evaluation items are the same for every corpus, so a decision here is about
+these items; a decision that also counts item sampling needs per-item values
+(``experiment=decide``: :mod:`curation.reporting.decide_stats`).
 
 Paired or not: when both corpora were trained with the same seeds (the same
 initialisation and data order seed, as the Table 2 sweep does), the
@@ -31,7 +40,7 @@ import pandas as pd
 
 # Metrics where lower is better (losses); every other metric is higher-is-better.
 LOWER_IS_BETTER_SUFFIXES = ("loss", "bits_per_byte", "nats_per_token", "perplexity")
-DECIDE_AT_SE = 2.0  # a decision needs |mean difference| > 2 standard errors
+ALPHA = 0.05  # a decision needs its Holm-corrected p below this
 
 
 def higher_is_better(metric: str) -> bool:
@@ -59,18 +68,10 @@ def _pair(a: pd.Series, b: pd.Series) -> tuple[float, float, int, float, bool, f
     return mean, se, min(len(a), len(b)), agree, False, df
 
 
-def null_decision_rate(df: float, z: float = DECIDE_AT_SE) -> float:
-    """P(|t| > z) for Student's t with ``df`` degrees of freedom: how often the ``z``-SE rule decides a pair
-    whose true difference is zero (0.18 for 3 paired seeds)."""
-    from scipy.stats import t as student_t
-
-    return float(2.0 * student_t.sf(z, df)) if np.isfinite(df) and df > 0 else float("nan")
-
-
 def p_value(mean: float, se: float, df: float) -> float:
     """Two-sided Student-t p-value of a mean difference with standard error ``se`` and ``df`` degrees of
-    freedom (the paired or Welch test behind :func:`decisions`). With 3 seeds (df 2) the 2-SE rule is
-    p ~ 0.18: a decision at 2 SE is a screen, and ``p_value < 0.05`` needs |t| > 4.30."""
+    freedom (the paired or Welch test behind :func:`decisions`). With 3 seeds (df 2) ``p_value < 0.05``
+    needs |t| > 4.30."""
     from scipy.stats import t as student_t
 
     if not (np.isfinite(se) and np.isfinite(df)) or df <= 0:
@@ -81,7 +82,7 @@ def p_value(mean: float, se: float, df: float) -> float:
 
 
 def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, order: Optional[Sequence[str]] = None,
-              labels: Optional[Mapping[str, str]] = None) -> pd.DataFrame:
+              labels: Optional[Mapping[str, str]] = None, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per (pair of corpora, metric).
 
     values: long frame with columns ``corpus``, ``seed``, ``metric``, ``value`` (one value per
@@ -90,9 +91,11 @@ def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, ord
         (earlier, later)); labels: readable metric names for the verdicts.
 
     Columns: corpus_a, corpus_b, metric, mean_a, mean_b, mean_diff (a - b), se, seeds, paired,
-    agreement, df, p_value (two-sided t-test, :func:`p_value`), decided (> 2 SE, the rule the verdicts
-    follow), winner, verdict.
+    agreement, df, p_value (two-sided t-test, :func:`p_value`), p_holm (Holm-corrected over the metric's
+    pairs), decided (p_holm < ``alpha``, the rule the verdicts follow), winner, verdict.
     """
+    from curation.reporting.decide_stats import holm
+
     frame = values.groupby(["corpus", "seed", "metric"], as_index=False)["value"].mean()
     metrics = list(metrics) if metrics is not None else list(dict.fromkeys(frame["metric"]))
     corpora = list(dict.fromkeys(frame["corpus"]))
@@ -102,27 +105,29 @@ def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, ord
     for metric in metrics:
         per = frame[frame["metric"] == metric]
         series = {c: per[per["corpus"] == c].set_index("seed")["value"] for c in corpora}
+        family = []
         for a, b in combinations(corpora, 2):
             sa, sb = series[a].dropna(), series[b].dropna()
             if sa.empty or sb.empty:
                 continue
             mean, se, n, agree, paired, df = _pair(sa, sb)
-            decided = bool(np.isfinite(se) and n >= 2 and abs(mean) > DECIDE_AT_SE * se and mean != 0)
-            better_a = (mean > 0) == higher_is_better(metric)
-            winner = (a if better_a else b) if decided else ""
-            name = (labels or {}).get(metric, metric)
+            family.append({"corpus_a": a, "corpus_b": b, "metric": metric, "mean_a": float(sa.mean()),
+                           "mean_b": float(sb.mean()), "mean_diff": mean, "se": se, "seeds": n, "paired": paired,
+                           "agreement": agree, "df": df, "p_value": p_value(mean, se, df) if n >= 2 else np.nan})
+        name = (labels or {}).get(metric, metric)
+        for r, p_holm in zip(family, holm([r["p_value"] for r in family])):
+            a, b, mean, se = r["corpus_a"], r["corpus_b"], r["mean_diff"], r["se"]
+            decided = bool(np.isfinite(p_holm) and p_holm < alpha and mean != 0)
+            winner = (a if (mean > 0) == higher_is_better(metric) else b) if decided else ""
             if decided:
-                loser = b if winner == a else a
-                verdict = f"{winner} beats {loser} on {name} by {abs(mean):.4g} ± {se:.2g}"
+                verdict = (f"{winner} beats {b if winner == a else a} on {name} by {abs(mean):.4g} ± {se:.2g} "
+                           f"(Holm p {p_holm:.2g})")
             else:
-                verdict = (f"no decision on {name}: {mean:+.4g} ± {se:.2g}" if np.isfinite(se)
-                           else f"no decision on {name}: fewer than 2 seeds")
-            rows.append({"corpus_a": a, "corpus_b": b, "metric": metric, "mean_a": float(sa.mean()),
-                         "mean_b": float(sb.mean()), "mean_diff": mean, "se": se, "seeds": n, "paired": paired,
-                         "agreement": agree, "df": df, "p_value": p_value(mean, se, df), "decided": decided,
-                         "winner": winner, "verdict": verdict})
+                verdict = (f"no decision on {name}: {mean:+.4g} ± {se:.2g} (Holm p {p_holm:.2g})"
+                           if np.isfinite(p_holm) else f"no decision on {name}: fewer than 2 seeds")
+            rows.append({**r, "p_holm": p_holm, "decided": decided, "winner": winner, "verdict": verdict})
     columns = ["corpus_a", "corpus_b", "metric", "mean_a", "mean_b", "mean_diff", "se", "seeds", "paired",
-               "agreement", "df", "p_value", "decided", "winner", "verdict"]
+               "agreement", "df", "p_value", "p_holm", "decided", "winner", "verdict"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -133,13 +138,6 @@ def seed_sd(values: pd.DataFrame) -> pd.DataFrame:
     out = sd.groupby("metric").agg(sd_mean=("std", "mean"), sd_max=("std", "max"), corpora=("corpus", "nunique"),
                                    seeds=("count", "min"))
     return out.reset_index()
-
-
-def seeds_needed(diff: float, sd_of_difference: float, z: float = DECIDE_AT_SE) -> int:
-    """Seeds n for which a true difference ``diff`` clears ``z`` standard errors, se = sd / sqrt(n)."""
-    if not np.isfinite(diff) or diff == 0 or not np.isfinite(sd_of_difference):
-        return -1
-    return int(np.ceil((z * sd_of_difference / abs(diff)) ** 2))
 
 
 def against(table: pd.DataFrame, reference: str) -> pd.DataFrame:
@@ -158,7 +156,7 @@ def against(table: pd.DataFrame, reference: str) -> pd.DataFrame:
 
 def heatmap(table: pd.DataFrame, reference: str, metrics: Optional[Iterable[str]] = None,
             title: str = "difference vs reference, in standard errors"):
-    """Corpora x metrics heat map of (corpus - reference) / se, hatched where undecided (|z| <= 2).
+    """Corpora x metrics heat map of (corpus - reference) / se, hatched where undecided (``decided``).
 
     Colour is the signed z-score with "better" positive (losses flipped), so one colour scale
     reads across metrics of different units; each cell prints the raw difference.
@@ -208,7 +206,7 @@ def rank_agreement(first: pd.DataFrame, second: pd.DataFrame, metrics: Optional[
     - ``kendall_tau``: Kendall's tau-b between the two protocols' corpus means (higher-is-better or not
       does not matter: both protocols measure the same metric);
     - ``sign_agreement``: share of corpus pairs whose mean differences have the same sign in both;
-    - ``decided_<name>``: pairs that protocol decides (:func:`decisions`, > 2 SE over seeds);
+    - ``decided_<name>``: pairs that protocol decides (:func:`decisions`: the t-test over seeds, Holm-corrected);
       ``decided_both``, ``agree_both`` (same winner), ``disagree_both`` (opposite winners) among them.
     """
     from scipy.stats import kendalltau
