@@ -7,27 +7,13 @@ Writes benchmarks/results/embedding_throughput.csv and .png.
 
     .venv/bin/python benchmarks/embedding/bench_backends.py throughput --n 1000 --repeats 2
 
-``backends``: embedding backends side by side: speed, fidelity to MiniLM, and what selection keeps.
-One run on the same real corpus documents (default 2,000: every human-labelled
-DCLM row and every LLM-scored FineWeb-Edu row, so the Edu head can be trained
-and evaluated, plus a uniform random fill from the rest of the corpus). Rows:
-
-- ``plain``: ``SentenceTransformer.encode`` (batch 32, normalised): the library baseline;
-- ``torch``: ours, PyTorch (``embedding=minilm``): the reference for every agreement number;
-- ``onnx_fp32`` / ``onnx_int8``: ONNX Runtime (``embedding=minilm_onnx``, quantize none/int8);
-- ``static``: model2vec distilled from the same MiniLM (``embedding=static``);
-- ``static_trained``: that model trained with tokenlearn on the bundled corpus
-  (``models/static-tokenlearn-minilm``, ``scripts/train_static_embedder.py``).
-
-The fill is drawn only from documents the trained model never saw. Columns: wall docs/s and docs per CPU-second,
-max/mean 1 - cos to ``torch``, and, judged under the MiniLM vectors: (a) ``pws_gain_share`` / ``fl_gain_share``
-(share of MiniLM's own random -> selection gain that DataMask selections of ``budget`` documents keep, lam = 0),
-(b) ``edu_roc_auc`` (the Edu head trained on these documents), (c) ``dup_recall@...`` (MiniLM's near-duplicate
-pairs found) and ``semdedup_removed_recall``.
+``backends`` (embedding_backends.csv/.png, logged to MLflow; docs/embeddings.md, "Selection agreement"): the
+backends side by side (``plain`` encode; ours in PyTorch, ``torch``, the reference; ONNX fp32/int8; ``static`` and
+``static_trained``) on the same real documents (every human-labelled DCLM and LLM-scored FineWeb-Edu row, a fill
+from documents the trained static model never saw): docs/s, 1 - cos to ``torch`` and what selection keeps judged
+under MiniLM's vectors (DataMask gain shares, the Edu head's ROC-AUC, near-duplicate and SemDeDup recall).
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/embedding/bench_backends.py backends
-
-Writes benchmarks/results/embedding_backends.csv/.png and logs both to MLflow.
 """
 
 from __future__ import annotations

@@ -103,18 +103,13 @@ def main() -> None:
     tok = train_tokenizer(texts, vocab_size=8192)
     packed = {T: pack_documents(texts, tok, work / f"packed_{T}", seq_len=T) for T in (128, 256)}
 
-    def variant(name: str):
-        preset, overrides = VARIANTS[name]
-        cfg = get_config(preset)
-        for key, value in {**overrides, "num_threads": args.threads}.items():
-            setattr(cfg.train, key, value)
-        return cfg
-
     rows = []
     for repeat in range(args.repeats):
         for name in [c for c in args.configs.split(",") if c]:
-            cfg = variant(name)
-            cfg.train.max_steps = args.steps
+            preset, overrides = VARIANTS[name]
+            cfg = get_config(preset)
+            for key, value in {**overrides, "num_threads": args.threads, "max_steps": args.steps}.items():
+                setattr(cfg.train, key, value)
             load = bench.loadavg()
             t0 = time.perf_counter()
             result = train(cfg, packed[cfg.train.seq_len], work / f"run_{name}_{repeat}", resume=False)

@@ -1,6 +1,7 @@
-"""Re-run the Meta-rater Table 1 / Table 4 / Table 10 analogues judged on held-out data (issue #27).
+"""The Meta-rater benchmarks (issue #27), one step each.
 
-Two steps, so the proxies can run where there are many cores (or a GPU):
+The Table 1 / Table 4 / Table 10 analogues judged on held-out data, re-run in two steps, so the proxies can run
+where there are many cores (or a GPU):
 
     # 1. here, after `curate pipeline=ingest+scoring run.namespace=meta27 scoring.training.holdout_fraction=0.1`:
     PYTHONPATH=src python benchmarks/metarater/run_heldout_tables.py prepare --namespace meta27 --out DIR
@@ -18,6 +19,15 @@ correlation and the overlap of the top 15%. Needs both artifacts under data/06_m
 inputs:
 
     PYTHONPATH=src python benchmarks/metarater/run_heldout_tables.py dsir-leak --inputs /tmp/meta_local_in
+
+``protocols``: the regression protocols (``SETTINGS``: the official step3's, the project's ``separate_early_stop``)
+on a SYNTHETIC ground truth (item 3): the share of the possible gain over uniform weights that w* recovers for N
+proxies, (f(u) - f(w*)) / (f(u) - f(w*_oracle)) on true losses (1 = all the gain the search can give, 0 = no
+better than uniform). Ground truth (not data): 17 raters, proxy loss f(w) = a . w + (w - m)' diag(h) (w - m) plus
+proxy seed noise; w* searched as in the pipeline. Writes benchmarks/results/metarater_regressor_protocols.csv
+(+ _runs.csv, one row per repetition) and .png:
+
+    PYTHONPATH=src nice -n 10 python benchmarks/metarater/run_heldout_tables.py protocols [--reps 10]
 """
 
 from __future__ import annotations
@@ -33,6 +43,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _driver as bench  # noqa: E402
+from _driver import RESULTS  # noqa: E402
+from curation.metarater.core import RegressionConfig, dirichlet_weights, fit_regressor, search_weights  # noqa: E402
 
 
 def prepare(args) -> None:
@@ -180,14 +192,104 @@ def dsir_leak(args) -> None:
         m = replace(cfg.dsir.model, target=target)
         z = DSIRImportance(m).features(texts)
         raw = np.asarray(z.sum(axis=0)).ravel()
-        old = np.load(shared / "ref-dsir-b0596855601e749f/dsir_counts.npz")[target]
-        new = np.load(shared / "ref-dsir-ac5f1a7819ea75e9/dsir_counts.npz")[target]
-        s_old = DSIRImportance(m).fit_counts(old, raw).score_features(z[cand])
-        s_new = DSIRImportance(m).fit_counts(new, raw).score_features(z[cand])
+        s_old, s_new = (DSIRImportance(m).fit_counts(np.load(shared / f"{ref}/dsir_counts.npz")[target], raw)
+                        .score_features(z[cand]) for ref in ("ref-dsir-b0596855601e749f", "ref-dsir-ac5f1a7819ea75e9"))
         k = int(0.15 * len(cand))
         top_old, top_new = set(np.argsort(-s_old)[:k]), set(np.argsort(-s_new)[:k])
         print(target, "spearman old/new over candidates", round(spearmanr(s_old, s_new).statistic, 4),
               "top-15% overlap", round(len(top_old & top_new) / k, 4))
+
+
+# --- protocols: the regression protocols on a synthetic ground truth ---------------------------------------
+
+M = 17
+NS = (32, 64, 128, 256)
+
+SETTINGS = {
+    # the official step3 exactly: first 80% train, last 20% early-stop (5 rounds) + test, LightGBM defaults
+    "official_step3": RegressionConfig(protocol="official", early_stopping_rounds=5, min_child_samples=20),
+    # metarater=paper: the same, min_child_samples chosen from N (auto; = 20 from N = 100)
+    "paper": RegressionConfig(protocol="official", early_stopping_rounds=5, min_child_samples=None),
+    # the project's earlier protocol: random 60/20/20 (separate early-stop split), 3 rounds, LightGBM's 20
+    "separate_early_stop": RegressionConfig(protocol="separate_early_stop", early_stopping_rounds=3,
+                                            min_child_samples=20),
+    # the same with min_child_samples from N
+    "separate_early_stop_auto": RegressionConfig(protocol="separate_early_stop", early_stopping_rounds=3,
+                                                 min_child_samples=None),
+}
+
+
+class Truth:
+    """The true f; with ``predict``, also the oracle "regressor"."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.a = rng.normal(size=M)
+        self.m = rng.dirichlet(np.ones(M))
+        self.h = rng.uniform(1.0, 10.0, size=M)
+
+    def __call__(self, w: np.ndarray) -> np.ndarray:
+        w = np.atleast_2d(w)
+        return w @ self.a + ((w - self.m) ** 2 * self.h).sum(axis=1)
+
+    predict = __call__
+
+
+def run_protocols(reps: int, n_candidates: int, settings: list[str]) -> pd.DataFrame:
+    rows = []
+    uniform = np.full(M, 1.0 / M)
+    for rep in range(reps):
+        rng = np.random.default_rng(1000 + rep)
+        truth = Truth(rng)
+        spread = truth(rng.dirichlet(np.ones(M), size=4096)).std()
+        weights = dirichlet_weights(max(NS), M, seed=rep)
+        losses = truth(weights) + rng.normal(scale=0.3 * spread, size=len(weights))
+        oracle, _ = search_weights(truth, M, n_candidates=n_candidates, top_k=128, seed=10_000 + rep)
+        possible = float(truth(uniform)[0] - truth(oracle)[0])
+        for name in settings:
+            for n in NS:
+                model, metrics = fit_regressor(weights[:n], losses[:n], SETTINGS[name])
+                w_star, _ = search_weights(model, M, n_candidates=n_candidates, top_k=128, seed=10_000 + rep)
+                gain = float(truth(uniform)[0] - truth(w_star)[0])
+                rows.append({"setting": name, "protocol": SETTINGS[name].protocol, "num_proxies": n, "rep": rep,
+                             "recovered": gain / possible, "best_iteration": metrics["best_iteration"],
+                             "min_child_samples": metrics["min_child_samples"], "constant": metrics["constant"],
+                             "spearman_test": metrics["spearman_test"]})
+        print(f"rep {rep + 1}/{reps} done", flush=True)
+    return pd.DataFrame(rows)
+
+
+def summarize(table: pd.DataFrame) -> pd.DataFrame:
+    g = table.groupby(["setting", "num_proxies"])
+    out = pd.DataFrame({"recovered_mean": g["recovered"].mean(),
+                        "recovered_se": g["recovered"].std(ddof=1) / np.sqrt(g["recovered"].count()),
+                        "constant_share": g["constant"].mean(), "best_iteration_median": g["best_iteration"].median(),
+                        "min_child_samples": g["min_child_samples"].first(), "reps": g["recovered"].count()})
+    return out.reset_index()
+
+
+def plot(summary: pd.DataFrame, path: Path) -> None:
+    with bench.figure(path, figsize=(6.4, 4.2), dpi=120) as (fig, ax):
+        for name, part in summary.groupby("setting", sort=False):
+            ax.errorbar(part["num_proxies"], part["recovered_mean"], yerr=part["recovered_se"], marker="o", capsize=3,
+                        label=name)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(NS), [str(n) for n in NS])
+        ax.set_xlabel("proxies N")
+        ax.set_ylabel("share of the possible gain over uniform recovered")
+        ax.set_title("Meta-rater regression protocols (synthetic ground truth, 17 raters)")
+        ax.legend(fontsize=8)
+
+
+def protocols(args) -> None:
+    started = time.perf_counter()
+    table = run_protocols(args.reps, args.candidates, args.settings)
+    summary = summarize(table)
+    bench.write_result(table, RESULTS / "metarater_regressor_protocols_runs.csv")  # and makes the folder
+    summary.to_csv(RESULTS / "metarater_regressor_protocols.csv", index=False, float_format="%.4f")
+    plot(summary, RESULTS / "metarater_regressor_protocols.png")
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"{time.perf_counter() - started:.0f} s")
 
 
 def main() -> None:
@@ -195,8 +297,10 @@ def main() -> None:
     args = bench.commands(__doc__, "step", prepare=dict(root=".", namespace="meta27", holdout_fraction=0.1, out=req),
                           run=dict(root=".", inputs=req, out=req, work="/tmp/metarater-work", workers=12, threads=1,
                                    config=("{}", "metarater overrides as JSON")),
-                          **{"dsir-leak": dict(root=".", inputs="/tmp/meta_local_in")}).parse_args()
-    {"prepare": prepare, "run": run, "dsir-leak": dsir_leak}[args.step](args)
+                          **{"dsir-leak": dict(root=".", inputs="/tmp/meta_local_in")},
+                          protocols=dict(reps=10, candidates=100_000,
+                                         settings={"nargs": "*", "default": list(SETTINGS)})).parse_args()
+    {"prepare": prepare, "run": run, "dsir-leak": dsir_leak, "protocols": protocols}[args.step](args)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,8 @@
 # Two suites at once on the one GPU, one process per seed:
 #   medium: the ~29M-parameter model, 4,194,304 tokens per cell, six corpora x 3 seeds from scratch;
 #   tiny:   the CPU suite's own cells (conf/experiment/table2_tiny.yaml: 3.2M model, 262,144 tokens, constant 4e-4).
-# Every model is evaluated on the same offline tasks (LIMIT items each). The CSVs land in $OUT/{medium,tiny}; then
-#   PYTHONPATH=src python benchmarks/pretraining/gpu_cells.py report --experiment table2 \
-#     --cells <files_at>/medium/values.csv
+# Every model is evaluated on the same offline tasks (LIMIT items each). The CSVs land in $OUT/{medium,tiny}
+# (then `gpu_cells.py report --experiment table2 --cells <files_at>/medium/values.csv` here).
 set -uo pipefail
 OUT=${OUT:-/tmp/table2_gpu_out}; mkdir -p "$OUT/medium" "$OUT/tiny"
 . benchmarks/_driver.sh; gpu_env; gpu_header "$OUT/gpu.txt"

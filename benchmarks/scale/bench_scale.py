@@ -1,20 +1,17 @@
-"""The scale benchmarks, one sub-command each. Each measurement runs in a fresh process whose process tree's RSS
-is polled (``process_tree.py``; Ray's figure is an upper bound), with the load average before and after; all but
-``scoring`` on the REPLICATED corpus (``make_corpus.py``: the bundled corpus repeated with new ids, for time and
-memory only). Run alone, under the benchmark lock; each writes its CSV (+ .png) under benchmarks/results and
-logs both to MLflow (experiment ``benchmarks``).
+"""The scale benchmarks, one sub-command each (their findings: docs/scaling.md).
 
-``shards`` (scale.csv): per-shard stages at 100k / 300k (/ 1M) documents: wall time, docs/s per core and peak
-RSS, local engine vs Ray vs today's whole-frame code. Stages: ``ingest`` (validation + cross-shard duplicate
-ids; ``whole_frame``: the ingest before, at the smallest size) and ``signals`` (the 11 RedPajama signals per
-shard, on ``--signals-docs`` documents).
+Each measurement runs in a fresh process whose process tree's RSS is polled (``process_tree.py``; Ray's figure is
+an upper bound), with the load average before and after; ``shards``, ``chain`` and ``datatrove`` on the REPLICATED
+corpus (``make_corpus.py``: the bundled corpus repeated with new ids, for time and memory only). Run alone, under
+the benchmark lock; each writes its CSV (+ .png) under benchmarks/results and logs both to MLflow.
+
+``shards`` (scale.csv): per-shard stages (``ingest``; ``signals``, the 11 RedPajama signals, on ``--signals-docs``
+documents): wall time, docs/s per core and peak RSS, local engine vs Ray vs the whole-frame code before them.
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/scale/bench_scale.py shards --sizes 100000 300000
 
-``chain`` (scale_chain.csv; issue #14's benchmark): the whole default chain at 100k / 300k / 1M documents, as a
-user runs it: ``curate pipeline=<stage>`` for ingest -> scoring -> pruning -> selection, each stage its own
-process, each run in its own ``run.namespace`` and cache. Per stage: wall time, docs/s per core, peak RSS.
-Selection: DataMask on one block of up to 1M candidates, ``--steps`` steps.
+``chain`` (scale_chain.csv; issue #14): the whole default chain as a user runs it, ``curate pipeline=<stage>`` for
+ingest -> scoring -> pruning -> selection, each stage its own process: wall time, docs/s per core, peak RSS.
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/scale/bench_scale.py chain --sizes 100000 300000 1000000
 
@@ -22,22 +19,23 @@ Selection: DataMask on one block of up to 1M candidates, ``--steps`` steps.
 side by side with datatrove, the same parquet shards (one datatrove task each), the same number of processes,
 two stages, each run as a user runs it (a fresh process, start-up included): ``read_write`` (read the shards ->
 write them) and ``fasttext`` (read -> the same fastText model's P(``__label__hq``) per document -> write).
-curation: ``curation_side.py`` (project environment); datatrove: ``datatrove_side.py`` in its own environment
-(``--dt-python``). Per run: wall and engine seconds, peak RSS; the two outputs are checked against each other
-(first repeat).
+curation: ``curation_side.py``; datatrove: ``datatrove_side.py`` in its own environment (``--dt-python``). Per
+run: wall and engine seconds, peak RSS; the two outputs are checked against each other (first repeat).
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/scale/bench_scale.py datatrove --n 100000 --workers 2
 
-``scoring`` (scoring_shards_vs_frame.csv; issue 14): scoring and embeddings on shards vs the whole-frame path,
-on the bundled corpus (not replicated). Each path in a fresh child process (peak RSS: the child's own):
-``frame`` (``make_embedder(cfg).encode`` then ``score_corpus`` on one frame) and ``shards`` (``--shards``
-document shards, ``embed_shards`` then ``score_shards``). Both fit on every document, so the scores must be
-identical (checked). fastText ``bucket`` lowered to 200k for both.
+``scoring`` (scoring_shards_vs_frame.csv): scoring and embeddings on ``--shards`` document shards vs the
+whole-frame path, on the bundled corpus, each path in a fresh child process (peak RSS: the child's own).
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/scale/bench_scale.py scoring
 
-Engines (``--engines``): ``local`` (one shard at a time in the driver, ``data.workers=1``), ``ray`` (a local
-instance), ``local-wN`` (the local engine with N shard worker processes, ``data.workers=N``).
+``blocks`` (scale/selection_blocks.csv; issue #14): DataMask on N synthetic unit vectors (timing and memory only)
+written as sharded ``pruned_scores`` / ``pruned_embeddings``: one block as an independent task (``block_task``)
+vs today's in-process ``select('datamask', ...)`` (``--baseline``) and two blocks of N / 2 (``--half-blocks``).
+Same seed and config: the selections' digests must agree.
+
+    flock /tmp/bench.lock .venv/bin/python benchmarks/scale/bench_scale.py blocks --n 1000000 --steps 5 \\
+        --baseline --half-blocks
 """
 
 from __future__ import annotations
@@ -57,7 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _driver as bench  # noqa: E402
-from _driver import ROOT, SCALE, loadavg  # noqa: E402
+from _driver import ROOT, SCALE, loadavg, loadavg3  # noqa: E402
 from make_corpus import make_corpus  # noqa: E402
 from process_tree import run_json, run_measured  # noqa: E402
 
@@ -554,6 +552,100 @@ def scoring(args) -> None:
                  "scores_identical": float(identical)}))
 
 
+# --- blocks: DataMask on one block task vs in one process --------------------------------------------------
+
+BLOCKS_WRITE = textwrap.dedent("""
+    import json, sys, numpy as np, pandas as pd
+    from curation.shards import ShardWriter, shard_names
+    root, n, d, shards = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    names = shard_names(shards)
+    sw, ew = ShardWriter(root + "/pruned_scores", "frame"), ShardWriter(root + "/pruned_embeddings", "array")
+    bounds = np.linspace(0, n, shards + 1).astype(int)
+    for i, name in enumerate(names):
+        rng = np.random.default_rng([7, i])
+        rows = bounds[i + 1] - bounds[i]
+        x = rng.standard_normal((rows, d), dtype=np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        q = np.round(rng.uniform(4, 15, rows), 2)
+        ids = [f"syn-{j}" for j in range(bounds[i], bounds[i + 1])]
+        sw.mark_complete(sw.write(name, pd.DataFrame({"id": ids, "quality": q})))
+        ew.mark_complete(ew.write(name, x))
+        del x
+    p = sw.finalize(names, stage="pruning")
+    ew.finalize(names, stage="pruning", aligned_with=p.fingerprint)
+    print(json.dumps({"steps": 0, "blocks": 0, "digest": ""}))
+""")
+
+# One selection path: in_process (the whole matrix and select()) or a block task (run_datamask_blocks).
+BLOCKS_SELECT = textwrap.dedent("""
+    import hashlib, json, sys, time, numpy as np
+    root, work, budget, config, path = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5]
+    if path == "in_process":
+        from curation.selection import select
+    else:
+        from curation.selection.sharded import read_quality, run_datamask_blocks
+    from curation.shards import ShardedDataset
+    scores, emb = ShardedDataset(root + "/pruned_scores"), ShardedDataset(root + "/pruned_embeddings")
+    start = time.perf_counter()
+    if path == "in_process":
+        q = scores.to_frame(["quality"])["quality"].to_numpy()
+        x = np.concatenate([a for _, a in emb.iter_arrays(mmap=False)])  # today: the whole matrix in memory
+        result = select("datamask", quality=q, embeddings=x, budget=budget, config=config, seed=0)
+        sel, blocks = result.indices.astype(np.int64), result.info["n_blocks"]
+    else:
+        q = read_quality(scores)
+        sel, history, info = run_datamask_blocks(q, np.arange(len(q)), emb, budget, config, 0, work)
+        blocks = info["n_blocks"]
+    print(json.dumps({"seconds": time.perf_counter() - start, "blocks": blocks,
+                      "digest": hashlib.sha256(sel.tobytes()).hexdigest()[:16]}))
+""")
+
+
+def blocks(args) -> None:
+    config = {"steps": args.steps, "history_every": max(1, args.steps), "checkpoint_every": 0,
+              "block_size": max(args.n, 2)}
+    budget = int(args.keep * args.n)
+    rows = []
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+        paths = [("block_task", config)] + ([("in_process", config)] if args.baseline else [])
+        if args.half_blocks:
+            paths.append(("block_task_half", {**config, "block_size": -(-args.n // 2)}))
+        runs = [("write_shards", BLOCKS_WRITE, [args.n, args.d, args.shards])]
+        runs += [(name, BLOCKS_SELECT, [Path(tmp) / f"work-{name}", budget, json.dumps(cfg), name])
+                 for name, cfg in paths]
+        for name, child, argv in runs:
+            result = {"steps": args.steps, **run_json(child, tmp, *argv, load=loadavg3)}
+            rows.append({"path": name, "n": args.n, "d": args.d, "steps": result["steps"], "blocks": result["blocks"],
+                         # write_shards: the wall time of its process
+                         "seconds": round(result.get("seconds", result["wall_seconds"]), 2),
+                         "peak_rss_mb": round(result["peak_rss_mb"], 1),
+                         "peak_anon_mb": round(result["peak_anon_mb"], 1), "digest": result["digest"],
+                         "load_before": result["load_before"], "load_after": result["load_after"]})
+            print(rows[-1], flush=True)
+    metrics = {f"{r['path']}_{k}": r[k] for r in rows for k in ("seconds", "peak_rss_mb", "peak_anon_mb")}
+    bench.write_result(rows, args.out, plot=plot_blocks, log=None if args.no_mlflow else dict(
+        name="selection_blocks", metrics=metrics, params={"n": args.n, "d": args.d, "steps": args.steps,
+                                                          "shards": args.shards, "budget": budget,
+                                                          "vectors": "synthetic unit vectors"}))
+
+
+def plot_blocks(rows: list[dict], path: Path) -> None:
+    runs = [r for r in rows if r["path"] != "write_shards"]
+    with bench.figure(path, 1, 2, figsize=(9, 3.6), constrained_layout=True, tight=False) as (fig, axes):
+        names = [r["path"] for r in runs]
+        colors = {"block_task": "tab:green", "in_process": "tab:red", "block_task_half": "tab:olive"}
+        axes[0].bar(names, [r["peak_rss_mb"] / 1024 for r in runs], color=[colors[n] for n in names], alpha=0.35,
+                    label="RSS (incl. file-backed pages)")
+        axes[0].bar(names, [r["peak_anon_mb"] / 1024 for r in runs], color=[colors[n] for n in names],
+                    label="anonymous RSS")
+        axes[0].axhline(3.0, color="k", ls="--", lw=1, label="3 GB goal (issue #14)")
+        axes[0].set(ylabel="peak of the process tree (GB)", title=f"DataMask on {runs[0]['n']:,} x {runs[0]['d']}")
+        axes[0].legend(loc="lower left", fontsize=8)
+        axes[1].bar(names, [r["seconds"] for r in runs], color=[colors[n] for n in names])
+        axes[1].set(ylabel=f"wall time (s), {runs[0]['steps']} steps",
+                    title=f"load avg before: {runs[0]['load_before']}")
+
+
 def main() -> None:
     corpus_dir = Path(tempfile.gettempdir()) / "scale_corpus"
     no_mlflow = (False, "do not log the results to MLflow")
@@ -586,8 +678,13 @@ def main() -> None:
             out=bench.RESULTS / "datatrove_side_by_side.csv", no_mlflow=no_mlflow),
         scoring=dict(n={"type": int, "default": None, "help": "documents (default: the whole bundled corpus)"},
                      shards=8, child=None, work=None, out=bench.RESULTS / "scoring_shards_vs_frame",
-                     no_mlflow=no_mlflow)).parse_args()
-    {"shards": shards, "chain": chain, "datatrove": datatrove, "scoring": scoring}[args.command](args)
+                     no_mlflow=no_mlflow),
+        blocks=dict(n=1_000_000, d=384, shards=10, steps=5, keep=0.1,
+                    baseline=(False, "also run today's in-process select()"),
+                    half_blocks=(False, "also run the block tasks with block_size = n / 2 (two blocks, one "
+                                        "process at a time)"), work=Path(tempfile.gettempdir()),
+                    out=bench.RESULTS / "scale" / "selection_blocks.csv", no_mlflow=no_mlflow)).parse_args()
+    {"shards": shards, "chain": chain, "datatrove": datatrove, "scoring": scoring, "blocks": blocks}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,7 @@
-"""The curation side of ``bench_scale.py datatrove`` (project environment, ``PYTHONPATH=src``).
-
-``read_write``: the input shards through ``run_shards`` unchanged, written by ``ShardWriter``; ``fasttext``:
-the same plus a column ``fasttext_dclm`` from the project's ``FastTextRater`` (loaded once per worker process).
-Run with ``benchmarks/scale`` on ``PYTHONPATH`` (``python -c "import curation_side; curation_side.main()"``), so
-the shard workers import these functions by module name. Prints one JSON line last.
+"""The curation side of ``bench_scale.py datatrove`` (project environment): the shards through ``run_shards`` and
+``ShardWriter``, for ``fasttext`` with the project's ``FastTextRater``. Run with ``src`` and ``benchmarks/scale`` on
+``PYTHONPATH`` (``python -c "import curation_side; curation_side.main()"``), so the shard workers import
+``side_shard`` by module name. Prints one JSON line last.
 """
 
 from __future__ import annotations
@@ -16,24 +14,16 @@ from functools import partial
 _RATERS: dict = {}
 
 
-def read_write_shard(frame, name):
+def side_shard(frame, name, *, model: str | None = None):
+    """``read_write`` (no model): the shard unchanged; ``fasttext``: plus the column ``fasttext_dclm``."""
     from curation.shards import ShardResult
 
-    return ShardResult({"documents": frame}, {"rows": len(frame)})
+    if model:
+        if model not in _RATERS:  # once per worker process
+            from curation.scoring.fasttext_rater import FastTextRater
 
-
-def rater(model: str):
-    if model not in _RATERS:
-        from curation.scoring.fasttext_rater import FastTextRater
-
-        _RATERS[model] = FastTextRater.load(model)
-    return _RATERS[model]
-
-
-def fasttext_shard(frame, name, *, model: str):
-    from curation.shards import ShardResult
-
-    frame["fasttext_dclm"] = rater(model).score(frame["text"].tolist())
+            _RATERS[model] = FastTextRater.load(model)
+        frame["fasttext_dclm"] = _RATERS[model].score(frame["text"].tolist())
     return ShardResult({"documents": frame}, {"rows": len(frame)})
 
 
@@ -52,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
 
     imported = time.perf_counter()
     tasks = [ShardTask(k.removesuffix(".parquet"), v) for k, v in CorpusShardsDataset(path=args.input).load().items()]
-    fn = read_write_shard if args.stage == "read_write" else partial(fasttext_shard, model=args.model)
+    fn = partial(side_shard, model=args.model if args.stage == "fasttext" else None)
     run_shards(fn, tasks, {"documents": (args.output, "frame")}, EngineConfig(workers=args.workers, progress=False),
                desc=args.stage)
     manifest = ShardWriter(args.output, "frame").finalize([t.name for t in tasks], stage=f"bench_{args.stage}")

@@ -1,9 +1,5 @@
-"""Peak memory of a child process and all its descendants, for the scale benchmarks (no psutil here).
-
-``run_measured`` polls ``/proc`` every 0.1 s, summing the RSS (and its anonymous part, RssAnon) of the child
-and every descendant (Ray's included; shared pages count once per process: Ray's figure is an upper bound).
-``run_json`` runs a ``python -c`` child that way and reads the JSON of its last line. Imported with
-``benchmarks/`` on the path (for ``_driver``), as every scale benchmark has it.
+"""Peak memory of a child process and all its descendants (``/proc`` polled every 0.1 s; Ray's included, shared
+pages once per process), for the scale benchmarks (no psutil here). Imported with ``benchmarks/`` on the path.
 """
 
 from __future__ import annotations

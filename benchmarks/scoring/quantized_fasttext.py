@@ -25,6 +25,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _driver as bench  # noqa: E402
+from curation.scoring import ScoringConfig  # noqa: E402
+from curation.scoring.fasttext_rater import FastTextRater  # noqa: E402
+from curation.scoring.reference import ensure_reference, load_reference_corpus  # noqa: E402
+from curation.scoring.training_sets import EVAL, build_training_set, eval_roc_auc, human_label_split  # noqa: E402
 
 # (cutoff, retrain, dsub, qnorm); the config default is added and marked
 SETTINGS = [(200_000, False, 2, True), (200_000, True, 2, False), (1_000_000, False, 2, True)]
@@ -34,9 +38,6 @@ def result_row(cfg, model_path, seconds, scores, full, **cells) -> dict:
     """``cells`` (rater, variant, the quantize settings), the model's size and ``seconds``, then ``scores`` against
     the full model's: Spearman/Pearson, largest difference; ROC-AUC on the held-out human labels; the load average."""
     from scipy.stats import pearsonr, spearmanr
-
-    from curation.scoring.reference import load_reference_corpus
-    from curation.scoring.training_sets import EVAL, eval_roc_auc, human_label_split
 
     ref = load_reference_corpus(cfg.training.reference_path)  # cached: the corpus the scores are of
     eval_mask = (human_label_split(ref, cfg.training.eval_fraction, cfg.training.split_salt) == EVAL).to_numpy()
@@ -68,11 +69,6 @@ def main() -> None:
     chosen = [(c, bool(r), d, bool(q)) for c, r, d, q in chosen]
 
     import fasttext
-
-    from curation.scoring import ScoringConfig
-    from curation.scoring.fasttext_rater import FastTextRater
-    from curation.scoring.reference import load_reference_corpus
-    from curation.scoring.training_sets import build_training_set
 
     cfg = ScoringConfig()
     ref = load_reference_corpus(cfg.training.reference_path)
@@ -137,10 +133,6 @@ def main() -> None:
 
 def compare_reference(args) -> None:
     """One row: the config's quantized reference model vs a full model trained on the same set (--full-model)."""
-    from curation.scoring import ScoringConfig
-    from curation.scoring.fasttext_rater import FastTextRater
-    from curation.scoring.reference import ensure_reference, load_reference_corpus
-
     (name,) = args.raters.split(",")
     cfg = replace(ScoringConfig(), raters=[name])
     quantized = ensure_reference(cfg).raters[name]

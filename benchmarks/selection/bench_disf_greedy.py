@@ -1,14 +1,18 @@
-"""Greedy DiSF (DiSF Algorithm 1, b = 1024): official vs fast, real embeddings, two cases.
+"""The DiSF benchmarks, one sub-command each.
 
-``official`` is the DiSF code's algorithm (a d x d correlation matrix per candidate); ``fast`` scores all
-candidates of a pick with batched closed-form products; both must pick identical items. Cases: "16 picks" (the
-official default, d = 384 MiniLM and d = 768 two concatenated MiniLM views) and "10% kept" (d = 256 static;
-also ``fast`` restricted to pair rows). Time ratios, DiSF value and dominance score (top-10 eigenvalue share)
-of official, fast and random selections. Writes benchmarks/results/disf_greedy.csv and .png, logs to MLflow;
-rows of a case not run (``--cases``) are kept from the existing CSV.
+``greedy``: DiSF Algorithm 1 (b = 1024) as the DiSF code runs it (``official``) against ``fast``, on real
+embeddings in docs/selection.md's two cases ("16 picks", d = 384 and 768; "10% kept", d = 256, also ``fast`` on
+pair rows only): time ratios, identical picks, DiSF value and top-10 dominance of official, fast and random
+selections -> disf_greedy.csv and .png, MLflow; rows of a case not run (``--cases``) are kept from the CSV.
+``fig3``: the top-10 eigenvalue share of the selections a `curate -m experiment=disf_fig3_dominance` sweep wrote,
+as ``covariance`` (the score before issue #26) and ``official`` (DiSF's dominance_score.py: correlation
+eigenvalues) -> disf_fig3_dominance_before_after.csv.
 
-    .venv/bin/python benchmarks/selection/bench_disf_greedy.py                    # both cases
-    .venv/bin/python benchmarks/selection/bench_disf_greedy.py --cases kept       # 10% kept only
+    .venv/bin/python benchmarks/selection/bench_disf_greedy.py greedy                    # both cases
+    .venv/bin/python benchmarks/selection/bench_disf_greedy.py greedy --cases kept       # 10% kept only
+    .venv/bin/python benchmarks/selection/bench_disf_greedy.py fig3 --sweeps \
+        "before=data/07_model_output/default/multirun/<sweep of the old setting>" \
+        "after=data/07_model_output/default/multirun/<sweep of the new setting>"
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from curation.selection import greedy, select
@@ -133,18 +138,7 @@ def run_case(case: str, dim: int, batches: int, picks: int, args) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    args = bench.parser(
-        __doc__, cases=("16,kept", "16 (16 picks per batch) and/or kept (10%% kept)"),
-        batches=(3, "DiSF batches of b items (16 picks, d = 384)"), batch_size=(1024, "b of DiSF Algorithm 1"),
-        picks=(16, "picks per batch (official default 16 of 1024)"), dims=("384,768", "d of the 16-picks case"),
-        batches_768=(1, "batches at d=768 (the official run takes ~4x longer per batch than at 384)"),
-        kept_fraction=(0.1, "fraction kept per batch (kept case)"),
-        kept_batches=(2, "batches of the kept case (official: ~30 s per batch at d = 256, loaded machine)"),
-        threads=(1, "torch threads (1: on a shared, loaded 2-core machine 2 threads ran 10x slower)"),
-        fast_repeats=(9, "timed runs of fast (median reported)"),
-        pairs_repeats=(3, "timed runs of fast with pair rows only"), seed=0, out=bench.RESULTS,
-        mlflow=True).parse_args()
+def official_vs_fast(args) -> None:
     torch.set_num_threads(args.threads)
     cases = args.cases.split(",")
     if not set(cases) <= set(CASES):
@@ -169,7 +163,8 @@ def main() -> None:
                          "speed_ratio_official_over_this", "cpu_ratio_official_over_this")
                if r.get(k) not in (None, "")}
     log = None if args.no_mlflow else dict(
-        name="disf_greedy_official_vs_fast", params={**vars(args), "out": str(args.out)}, metrics=metrics,
+        name="disf_greedy_official_vs_fast", metrics=metrics,
+        params={**{k: v for k, v in vars(args).items() if k != "command"}, "out": str(args.out)},
         tags={"paper": "DiSF", "artefact": "fig4_selection_time", "data": "MiniLM / static, bundled corpus"})
     bench.write_result(rows, csv_path, plot=plot, log=log, columns=list(rows[0]))
 
@@ -197,6 +192,58 @@ def plot(rows: list[dict], png_path: Path) -> None:
         for ax in axes:
             ax.set_xticks(x + 0.27, [f"{c}\nd={d}" for c, d in keys], fontsize=8)
             ax.legend(fontsize=8)
+
+
+# --- fig3: the dominance of a sweep's selections, before and after issue #26 -----------------------------------
+
+ORDER = ["random", "topk_quality", "semdedup", "greedy_disf", "datamask_disf"]
+
+
+def covariance_dominance(x: np.ndarray, k: int = 10) -> float:
+    x = np.asarray(x, np.float64)
+    x = x - x.mean(0)
+    eig = np.sort(np.clip(np.linalg.eigvalsh(x.T @ x / (len(x) - 1)), 0.0, None))[::-1]
+    return float(eig[:k].sum() / eig.sum())
+
+
+def fig3(args) -> None:
+    feats = ROOT / "data" / "04_feature" / "default"
+    ids = pd.concat([pd.read_parquet(p, columns=["id"])
+                     for p in sorted((feats / "scores" / "shards").glob("*.parquet"))])
+    emb = np.concatenate([np.load(p) for p in sorted((feats / "embeddings" / "shards").glob("*.npy"))])
+    row_of = pd.Series(np.arange(len(ids)), index=ids["id"].to_numpy())
+    rows = []
+    for arg in args.sweeps:
+        setting, sweep = arg.split("=", 1)
+        for job in sorted(Path(sweep).iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else 99):
+            f = job / "selected_ids.parquet"
+            if not f.exists():
+                continue
+            sel = pd.read_parquet(f)["id"].to_numpy()
+            method = ORDER[int(job.name)] if job.name.isdigit() and int(job.name) < len(ORDER) else job.name
+            x = emb[row_of.loc[sel].to_numpy()]
+            rows.append({"setting": setting, "method": method, "size": len(sel),
+                         "dominance_top10_covariance": covariance_dominance(x),
+                         "dominance_top10_official": dominance_scores(x, (10,))[10], "sweep": sweep})
+            print(rows[-1], flush=True)
+    bench.write_result(pd.DataFrame(rows), bench.RESULTS / "disf_fig3_dominance_before_after.csv")
+
+
+def main() -> None:
+    args = bench.commands(__doc__, greedy=dict(
+        cases=("16,kept", "16 (16 picks per batch) and/or kept (10%% kept)"),
+        batches=(3, "DiSF batches of b items (16 picks, d = 384)"), batch_size=(1024, "b of DiSF Algorithm 1"),
+        picks=(16, "picks per batch (official default 16 of 1024)"), dims=("384,768", "d of the 16-picks case"),
+        batches_768=(1, "batches at d=768 (the official run takes ~4x longer per batch than at 384)"),
+        kept_fraction=(0.1, "fraction kept per batch (kept case)"),
+        kept_batches=(2, "batches of the kept case (official: ~30 s per batch at d = 256, loaded machine)"),
+        threads=(1, "torch threads (1: on a shared, loaded 2-core machine 2 threads ran 10x slower)"),
+        fast_repeats=(9, "timed runs of fast (median reported)"),
+        pairs_repeats=(3, "timed runs of fast with pair rows only"), seed=0, out=bench.RESULTS,
+        no_mlflow=(False, "do not log the results to MLflow")), fig3=dict(sweeps={
+            "nargs": "+", "required": True, "help": "SETTING=FOLDER: a disf_fig3_dominance sweep's multirun folder"})
+    ).parse_args()
+    fig3(args) if args.command == "fig3" else official_vs_fast(args)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,9 @@ import _driver as bench  # noqa: E402
 # scripts whose command line is not argparse's (positional arguments, or code at import): imported, not run
 NO_HELP = {"pretraining/heldout_web_corpus.py",
            "pretraining/megatron_gpu_table.py",
-           "selection/fig3_dominance_before_after.py", "scale/process_tree.py", "_driver.py"}
-# run in another environment (datatrove's, mutmut's): compiled here, their --help only where that import is found
-OTHER_ENV = {"scale/datatrove_side.py": "datatrove", "mutation/recheck.py": "mutmut"}
+           "scale/process_tree.py", "_driver.py"}
+# run in another environment (datatrove's): compiled here, their --help only where that import is found
+OTHER_ENV = {"scale/datatrove_side.py": "datatrove"}
 
 
 def _name(path: Path) -> str:
@@ -189,15 +189,15 @@ TINY = {  # script [sub-command] -> arguments of a run of a few seconds to a min
     "selection/bench_datamask.py long-runs": ["--n", "2000", "--steps", "20", "40", "--clusters", "10"],
     "selection/bench_datamask.py time-to-greedy": ["--sizes", "1024", "--d", "16", "--max-steps", "30",
                                                    "--timing-steps", "3", "--batch-ratios", "1.0", "--no-mlflow"],
-    "scale/bench_scale.py": ["shards", "--sizes", "2000", "--engines", "local", "--signals-docs", "200",
-                             "--no-mlflow"],
-    "scale/bench_selection_blocks.py": ["--n", "4000", "--d", "16", "--shards", "2", "--steps", "2", "--baseline",
-                                        "--half-blocks", "--no-mlflow"],
+    "scale/bench_scale.py shards": ["--sizes", "2000", "--engines", "local", "--signals-docs", "200", "--no-mlflow"],
+    "scale/bench_scale.py blocks": ["--n", "4000", "--d", "16", "--shards", "2", "--steps", "2", "--baseline",
+                                    "--half-blocks", "--no-mlflow"],
     "dedup/bench_dedup.py": ["scale", "--sizes", "3000", "--modes", "salted", "copies", "--docs-per-bucket", "500"],
     "lm/bench_tiny_trainer.py": ["--docs", "200", "--steps", "3", "--warmup", "1", "--configs", "tiny",
                                  "--interleaved-rounds", "1"],
     "pretraining/decide_results.py": ["recheck"],
-    "metarater/bench_regressor_protocols.py": ["--reps", "1", "--candidates", "2000", "--settings", "official_step3"],
+    "metarater/run_heldout_tables.py protocols": ["--reps", "1", "--candidates", "2000", "--settings",
+                                                  "official_step3"],
     "embedding/bench_backends.py": ["throughput", "--n", "24"],
 }
 OUTPUTS = {
@@ -206,14 +206,14 @@ OUTPUTS = {
     "selection/bench_datamask.py pws-sweep": ["datamask_pws_sweep.csv"],
     "selection/bench_datamask.py long-runs": ["datamask_long_runs.csv", "datamask_long_runs.png"],
     "selection/bench_datamask.py time-to-greedy": ["datamask_time_to_greedy.csv", "datamask_time_to_greedy.png"],
-    "scale/bench_scale.py": ["scale.csv", "scale.png"],
-    "scale/bench_selection_blocks.py": ["scale/selection_blocks.csv", "scale/selection_blocks.png"],
+    "scale/bench_scale.py shards": ["scale.csv", "scale.png"],
+    "scale/bench_scale.py blocks": ["scale/selection_blocks.csv", "scale/selection_blocks.png"],
     "dedup/bench_dedup.py": ["dedup_scale.csv", "dedup_scale.png"],
     "lm/bench_tiny_trainer.py": ["lm_tiny_trainer.csv", "lm_tiny_trainer.png", "lm_tiny_trainer_interleaved.csv"],
     "pretraining/decide_results.py": ["decide_B1_sizes/full_se_recheck.csv"],
-    "metarater/bench_regressor_protocols.py": ["metarater_regressor_protocols.csv",
-                                               "metarater_regressor_protocols_runs.csv",
-                                               "metarater_regressor_protocols.png"],
+    "metarater/run_heldout_tables.py protocols": ["metarater_regressor_protocols.csv",
+                                                  "metarater_regressor_protocols_runs.csv",
+                                                  "metarater_regressor_protocols.png"],
     "embedding/bench_backends.py": ["embedding_throughput.csv", "embedding_throughput.png"],
 }
 
@@ -232,18 +232,18 @@ def _committed_columns(name: str) -> list[str] | None:
 def test_tiny_run(script, tmp_path):
     env = {**os.environ, "BENCH_RESULTS": str(tmp_path), "MPLBACKEND": "Agg", "PYTHONPATH": str(REPO / "src")}
     args = list(TINY[script])
-    if "--out" not in args and script not in ("dedup/bench_dedup.py", "metarater/bench_regressor_protocols.py"):
-        default_out = {"scale/bench_scale.py": tmp_path / "scale.csv",
-                       "scale/bench_selection_blocks.py": tmp_path / "scale" / "selection_blocks.csv",
+    if "--out" not in args and script not in ("dedup/bench_dedup.py", "metarater/run_heldout_tables.py protocols"):
+        default_out = {"scale/bench_scale.py shards": tmp_path / "scale.csv",
+                       "scale/bench_scale.py blocks": tmp_path / "scale" / "selection_blocks.csv",
                        "lm/bench_tiny_trainer.py": tmp_path / "lm_tiny_trainer",
                        "pretraining/decide_results.py": tmp_path / "decide_B1_sizes" / "full_se_recheck.csv",
                        "embedding/bench_backends.py": tmp_path / "embedding_throughput"}.get(script, tmp_path)
         args += ["--out", str(default_out)]
     if script == "dedup/bench_dedup.py":
         args += ["--corpus-dir", str(tmp_path / "corpus")]
-    if script == "scale/bench_scale.py":
+    if script == "scale/bench_scale.py shards":
         args += ["--corpus-dir", str(tmp_path / "corpus")]
-    if script == "scale/bench_selection_blocks.py":
+    if script == "scale/bench_scale.py blocks":
         args += ["--work", str(tmp_path)]
     before = subprocess.run(["git", "status", "--porcelain", "benchmarks/results"], cwd=REPO, capture_output=True,
                             text=True).stdout
