@@ -1,4 +1,4 @@
-"""A decide run's report and tables, rebuilt from its files (issues #38 and #43).
+"""Decision results rebuilt from a run's files or MLflow records (issues #21, #38 and #43).
 
     # the report of a namespace's outputs, finished cells from the content cache (an interim report of a long
     # ladder, or a run reported with today's statistics): what the job's report node writes, into --out
@@ -11,10 +11,17 @@
     # what evaluating every item a task ships would cost per cell, measured: eval_cost.csv beside the log
     .venv/bin/python benchmarks/pretraining/decide_results.py eval_cost \
         --log benchmarks/results/decide_ladder_B1/run.log
+    # training vs annealing verification per metric (issue #21 item 4), from the MLflow runs of `curate
+    # experiment=table2_tiny` and `curate -m experiment=ufw_rank_agreement`: ufw_rank_agreement*.csv and .png
+    PYTHONPATH=src .venv/bin/python benchmarks/pretraining/decide_results.py rank_agreement
+    # a second corpus (issue #43 item 6): the bundled corpus's web documents in the half that
+    # scoring.training.holdout_fraction=0.5 keeps from every rater, as an id + text corpus, and its provenance
+    .venv/bin/python benchmarks/pretraining/decide_results.py heldout_web --out data/01_raw/heldout_web
 """
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import sys
@@ -161,14 +168,122 @@ def eval_cost(args) -> None:
     print(f"wrote {out}")
 
 
+# --- rank agreement: training vs verification (issue #21) ------------------------------------------------------
+
+SEED = "params.verification.seed"
+
+
+def verification_values(runs: pd.DataFrame, ratio_label: str, corpora) -> pd.DataFrame:
+    """Long (corpus, seed, metric, value) of each candidate's annealed model; ``average`` in percent like Table 2."""
+    rows = []
+    for _, run in runs.iterrows():
+        for corpus in corpora:
+            for metric in METRICS:
+                column = f"metrics.{corpus}_{ratio_label}_{metric}"
+                if column in run and pd.notna(run[column]):
+                    rows.append({"corpus": corpus, "seed": int(run[SEED]), "metric": metric,
+                                 "value": float(run[column])})
+    return pd.DataFrame(rows, columns=["corpus", "seed", "metric", "value"])
+
+
+def agreement(args) -> None:
+    """Training vs verification rankings per metric (:func:`curation.reporting.decisions.rank_agreement`)."""
+    from curation.config_loader import compose_config
+    from curation.reporting.decisions import decisions, rank_agreement
+    from curation.reporting.table2 import ORDER, decision_values
+    from curation.tracking.report_runs import fetch_runs
+    from curation.tracking.store import resolve_uri
+
+    uri = resolve_uri(compose_config(ROOT / "conf")["tracking"]["uri"], ROOT)
+    train_runs = fetch_runs(uri, args.train_experiment, "latest_sweep", [], []).runs
+    verify_runs = fetch_runs(uri, args.verify_experiment, "latest_sweep", [], []).runs
+    train = decision_values(train_runs)
+    train = train[train["metric"].isin(METRICS)]
+    verify = verification_values(verify_runs, args.ratio, ORDER)
+    table = rank_agreement(train, verify, METRICS, names=("training", "verification"))
+    # Compute per protocol from what the runs recorded (the sweeps' own wall clocks include content-cache
+    # hits, seconds for a cell trained in an earlier sweep): training = each cell's train_seconds; verification
+    # = each seed's whole pipeline (base model, every annealing run and every evaluation).
+    def metric(runs: pd.DataFrame, name: str) -> pd.Series:
+        return pd.to_numeric(runs.get(f"metrics.{name}", pd.Series(dtype=float)), errors="coerce")
+
+    n_candidates = verify["corpus"].nunique()
+    compute = pd.DataFrame([
+        {"protocol": "training (from scratch)", "runs": len(train_runs),
+         "tokens_per_corpus_and_seed": float(metric(train_runs, "train_tokens").mean()),
+         "shared_tokens_per_seed": 0.0,
+         "seconds_total": float(metric(train_runs, "train_seconds").sum()),
+         "what_the_seconds_cover": "training only (evaluation excluded)"},
+        {"protocol": "verification (annealing)", "runs": len(verify_runs),
+         "tokens_per_corpus_and_seed": float(metric(verify_runs, "anneal_tokens").mean()),
+         "shared_tokens_per_seed": float(metric(verify_runs, "base_train_tokens").mean()),
+         "seconds_total": float(metric(verify_runs, "pipeline_seconds").sum()),
+         "what_the_seconds_cover": f"base model, {n_candidates} annealed candidates + default mix, and every "
+                                   "evaluation"},
+    ])
+    out = Path(args.out)
+    table.to_csv(out / "ufw_rank_agreement.csv", index=False)
+    compute.to_csv(out / "ufw_rank_agreement_compute.csv", index=False)
+    verdicts = decisions(verify, METRICS, order=list(ORDER))
+    verdicts.to_csv(out / "ufw_rank_agreement_decisions.csv", index=False)
+    print(table.to_string(index=False))
+    print(compute.to_string(index=False))
+    print("\n".join(verdicts[verdicts["decided"]]["verdict"]))
+
+    with bench.figure(out / "ufw_rank_agreement.png", 1, len(METRICS), figsize=(3.0 * len(METRICS), 3.0),
+                      dpi=120) as (fig, axes):
+        for ax, metric in zip(axes, METRICS):
+            a = train[train["metric"] == metric].groupby("corpus")["value"].agg(["mean", "sem"])
+            b = verify[verify["metric"] == metric].groupby("corpus")["value"].agg(["mean", "sem"])
+            common = [c for c in ORDER if c in a.index and c in b.index]
+            if not common:
+                continue
+            ax.errorbar(a.loc[common, "mean"], b.loc[common, "mean"], xerr=a.loc[common, "sem"],
+                        yerr=b.loc[common, "sem"], fmt="o", markersize=4)
+            for c in common:
+                ax.annotate(c, (a.loc[c, "mean"], b.loc[c, "mean"]), fontsize=6, xytext=(2, 2), textcoords="offset points")
+            row = table[table["metric"] == metric]
+            tau = float(row["kendall_tau"].iloc[0]) if len(row) else np.nan
+            ax.set_title(f"{metric}\ntau = {tau:.2f}", fontsize=7)
+            ax.set_xlabel("from scratch", fontsize=7)
+            ax.set_ylabel("verification (annealed)", fontsize=7)
+            ax.tick_params(labelsize=6)
+        fig.suptitle("Corpus means (± SE over 3 seeds): training from scratch vs annealing verification", fontsize=9)
+
+
+def heldout_web(args) -> None:
+    """The held-out web documents as ``<out>/heldout_web.parquet`` and their ``provenance.json``."""
+    from curation.scoring.training_sets import TrainingSetConfig, category_of, holdout_rows
+
+    fraction, df = 0.5, bench.bundled()
+    held = holdout_rows(df["id"].tolist(), fraction, TrainingSetConfig.holdout_salt)
+    web = (category_of(df["extra"]) == "web").to_numpy()
+    keep = df.loc[held & web, ["id", "text"]].reset_index(drop=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    keep.to_parquet(args.out / "heldout_web.parquet", index=False)
+    record = {
+        "source": str(bench.CORPUS.relative_to(ROOT)),
+        "rule": f"extra.category == 'web' and holdout_rows(id, {fraction}, '{TrainingSetConfig.holdout_salt}')",
+        "documents": len(keep),
+        "characters": int(keep["text"].str.len().sum()),
+        "of_web": int(web.sum()),
+        "of_all": len(df),
+    }
+    (args.out / "provenance.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record))
+
+
 def main() -> None:
     req = {"required": True, "type": Path}
     args = bench.commands(
         __doc__, report=dict(namespace={"required": True}, out=req,
                              overrides={"nargs": "*", "default": [], "help": "Hydra overrides, as for curate"}),
         tables=dict(folder=req), recheck=dict(out=bench.RESULTS / "decide_B1_sizes" / "full_se_recheck.csv"),
-        eval_cost=dict(log=req)).parse_args()
-    {"report": report, "tables": tables, "recheck": recheck, "eval_cost": eval_cost}[args.command](args)
+        eval_cost=dict(log=req), heldout_web=dict(out=req),
+        rank_agreement=dict(train_experiment="table2_tiny", verify_experiment="ufw_rank_agreement", ratio="r0.30",
+                            out=bench.RESULTS)).parse_args()
+    {"report": report, "tables": tables, "recheck": recheck, "eval_cost": eval_cost, "heldout_web": heldout_web,
+     "rank_agreement": agreement}[args.command](args)
 
 
 if __name__ == "__main__":

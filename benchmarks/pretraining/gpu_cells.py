@@ -17,7 +17,10 @@ Experiments: ``decide``, the two-size run decide_B1_sizes (``--sizes medium,tiny
 device check); ``decide_b1``, the three candidates of decide_B1 the two-size run lacks (its report sets all seven
 side by side, tiny -> medium); ``table2``, the six Table 2 corpora of conf/experiment/table2_tiny.yaml (``--sizes
 medium``: the GPU recipe of :func:`_table2_config`; ``tiny``: the CPU suite's cell exactly). decide_gpu.sh and
-table2_gpu.sh run step 2 through the `device` tool.
+table2_gpu.sh run step 2 through the `device` tool. ``megatron``: the logs megatron_gpu.sh brings back (a
+different check: curate-megatron on one GPU) as megatron_gpu.csv and .png:
+
+    .venv/bin/python benchmarks/pretraining/gpu_cells.py megatron --logs dense=<OUT>/dense_log.jsonl [...]
 """
 
 from __future__ import annotations
@@ -288,6 +291,48 @@ def _table2_decisions(args, out: Path) -> None:
     print("\n".join(notes))
 
 
+# --- the Megatron check's logs (megatron_gpu.sh) -------------------------------------------------------------
+
+def _megatron_runs(label: str, path: Path) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    current = None
+    for record in map(json.loads, path.read_text().splitlines()):
+        if record.get("iteration") == 1 or current is None:
+            current = label if label not in out else f"{label}.{len(out) + 1}"
+            out[current] = []
+        if "resumed_from" in record:
+            current = f"{label}.resumed"
+            out[current] = []
+            continue
+        out[current].append(record)
+    return out
+
+
+def megatron(args) -> None:
+    """The train_log.jsonl files megatron_gpu.sh brought back as megatron_gpu.csv and a loss plot. Each log is
+    ``<label>=<path>``; one that holds several attempts (the device's save folder is reused while the machine
+    stays warm) is split at each iteration-1 record into ``<label>``, ``<label>.2``, ..."""
+    rows = []
+    for arg in args.logs:
+        label, path = arg.split("=", 1)
+        for name, records in _megatron_runs(label, Path(path)).items():
+            rows += [{"run": name, **r} for r in records]
+    keys = ["run", "iteration", "lm_loss", "grad_norm", "lr", "tokens_per_s", "max_memory_gib", "device", "world_size"]
+
+    def plot(rows: list[dict], png: Path) -> None:
+        with bench.figure(png, figsize=(7, 4), dpi=120) as (fig, ax):
+            for name in dict.fromkeys(r["run"] for r in rows):
+                its = [(r["iteration"], r["lm_loss"]) for r in rows if r["run"] == name]
+                ax.plot(*zip(*its), marker="o", ms=3, label=name)
+            ax.set_xlabel("iteration")
+            ax.set_ylabel("LM loss (nats/token)")
+            ax.set_title(f"curate-megatron train on {rows[0]['device']}")
+            ax.legend(fontsize=7)
+
+    bench.write_result([{k: r[k] for k in keys if k in r} for r in rows], bench.RESULTS / "megatron_gpu.csv",
+                       columns=keys, plot=plot)
+
+
 # the job's experiment -> (train one cell, report)
 STEPS = {"decide": (_decide_cell, _agree), "table2_tiny": (_table2_cell, _table2_decisions)}
 
@@ -306,8 +351,10 @@ def main() -> None:
                     out=(None, "default: the experiment's folder under benchmarks/results"),
                     name=("table2_gpu_decisions", "table2: the files' name"),
                     title=("Table 2, 29M model on one GPU: corpus - raw", "table2: the heat map's title")),
+        megatron=dict(logs={"required": True, "nargs": "+", "help": "<label>=<train_log.jsonl> of each run"}),
     ).parse_args()
-    {"prepare": prepare, "run": run, "gather": lambda a: gather(Path(a.out)), "report": report}[args.command](args)
+    {"prepare": prepare, "run": run, "gather": lambda a: gather(Path(a.out)), "report": report,
+     "megatron": megatron}[args.command](args)
 
 
 if __name__ == "__main__":

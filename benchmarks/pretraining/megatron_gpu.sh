@@ -3,7 +3,8 @@
 #   device run: bash benchmarks/pretraining/megatron_gpu.sh   (carry .whl: the megatron-core wheel)
 # Trains tiny_dense (sanity), qwen2_5_1_5b (the paper's dense model, full depth, short sequences) with a
 # save + resume, and moe_7b at 2 of its 12 layers; exports the tiny checkpoint through dist_checkpointing.
-# Logs land in $OUT (train_log.jsonl per run, summary.csv). bf16, Megatron's DDP + distributed optimizer.
+# Logs land in $OUT (train_log.jsonl per run, summary.csv); `gpu_cells.py megatron --logs <label>=<log> ...`
+# makes megatron_gpu.csv/png of them here. bf16, Megatron's DDP + distributed optimizer.
 set -euo pipefail
 OUT=${OUT:-/tmp/megatron_gpu}; mkdir -p "$OUT"
 if ! python3 -c "import megatron.core" 2>/dev/null; then

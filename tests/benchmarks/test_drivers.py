@@ -28,9 +28,7 @@ sys.path.insert(0, str(BENCH))
 import _driver as bench  # noqa: E402
 
 # scripts whose command line is not argparse's (positional arguments, or code at import): imported, not run
-NO_HELP = {"pretraining/heldout_web_corpus.py",
-           "pretraining/megatron_gpu_table.py",
-           "scale/process_tree.py", "_driver.py"}
+NO_HELP = {"scale/process_tree.py", "_driver.py"}
 # run in another environment (datatrove's): compiled here, their --help only where that import is found
 OTHER_ENV = {"scale/datatrove_side.py": "datatrove"}
 
@@ -263,13 +261,13 @@ def test_tiny_run(script, tmp_path):
     assert after == before  # nothing written into the committed results
 
 
-def test_megatron_gpu_table_collects_logs(tmp_path):
+def test_megatron_logs_are_collected_into_one_table(tmp_path):
     log = tmp_path / "dense.jsonl"
     log.write_text("\n".join(json.dumps(r) for r in (
         {"iteration": 1, "lm_loss": 9.0, "device": "cpu", "extra": 1}, {"iteration": 2, "lm_loss": 8.0, "device": "cpu"},
         {"resumed_from": 2}, {"iteration": 3, "lm_loss": 7.5, "device": "cpu"})))
-    run = subprocess.run([sys.executable, str(BENCH / "pretraining" / "megatron_gpu_table.py"), f"dense={log}"],
-                         cwd=REPO, env={**os.environ, "BENCH_RESULTS": str(tmp_path), "MPLBACKEND": "Agg"},
+    script = BENCH / "pretraining" / "gpu_cells.py"
+    run = subprocess.run([sys.executable, str(script), "megatron", "--logs", f"dense={log}"], cwd=REPO, env={**os.environ, "BENCH_RESULTS": str(tmp_path), "MPLBACKEND": "Agg"},
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     rows = list(csv.DictReader((tmp_path / "megatron_gpu.csv").open()))
