@@ -36,6 +36,8 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from curation.reporting.decisions import holm  # one Holm for every decision table
+
 ALPHA = 0.05
 Items = Mapping[str, Mapping[str, list]]  # task -> metric -> per-item values
 CellItems = Mapping[tuple, Items]  # (scale, candidate, seed) -> items
@@ -71,19 +73,6 @@ def cochran_cox_p(mean: float, v_seed: float, v_item: float, df_seed: float, df_
     if f(-300.0) < 0:
         return 1e-300
     return float(10.0 ** brentq(f, -300.0, 0.0, xtol=1e-10))
-
-
-def holm(p: Sequence[float]) -> np.ndarray:
-    """Holm's step-down adjusted p-values (NaN stays NaN and does not count in the family)."""
-    p = np.asarray(p, dtype=float)
-    out = np.full_like(p, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = len(ok)
-    running = 0.0
-    for rank, i in enumerate(ok[np.argsort(p[ok], kind="stable")]):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        out[i] = running
-    return out
 
 
 def item_variance(items_a: Sequence[Items], items_b: Sequence[Items], metric: str,

@@ -81,6 +81,19 @@ def p_value(mean: float, se: float, df: float) -> float:
     return float(2.0 * student_t.sf(abs(mean) / se, df))
 
 
+def holm(p: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (NaN stays NaN and does not count in the family)."""
+    p = np.asarray(p, dtype=float)
+    out = np.full_like(p, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    running = 0.0
+    for rank, i in enumerate(ok[np.argsort(p[ok], kind="stable")]):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
 def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, order: Optional[Sequence[str]] = None,
               labels: Optional[Mapping[str, str]] = None, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per (pair of corpora, metric).
@@ -94,7 +107,6 @@ def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, ord
     agreement, df, p_value (two-sided t-test, :func:`p_value`), p_holm (Holm-corrected over the metric's
     pairs), decided (p_holm < ``alpha``, the rule the verdicts follow), winner, verdict.
     """
-    from curation.reporting.decide_stats import holm
 
     frame = values.groupby(["corpus", "seed", "metric"], as_index=False)["value"].mean()
     metrics = list(metrics) if metrics is not None else list(dict.fromkeys(frame["metric"]))
