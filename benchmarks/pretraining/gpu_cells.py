@@ -257,7 +257,15 @@ def _agree(args, out: Path) -> None:
         order, pairs = [*order, *EXPERIMENTS["decide_b1"]["candidates"]], (("tiny", "medium"),)
     checks = gpu[gpu["size"] != "medium"]  # the device check: tiny re-trained on the GPU
     cells = pd.concat([cpu, gpu[gpu["size"] == "medium"]], ignore_index=True)
-    table = decision_table(cells[cells["candidate"].isin(order)], order=order)
+    # the per-item values each GPU cell wrote beside it (cells/<candidate>-<size>-<seed>.items.json): the item part
+    # of the error, without which decide's test decides nothing; the committed CPU cells have none
+    items = {}
+    for path in args.cells:
+        for f in Path(path).parent.glob("cells/*.items.json"):
+            name, size, seed = f.name[: -len(".items.json")].rsplit("-", 2)
+            items[(size, name, int(seed))] = json.loads(f.read_text())
+    print(f"per-item values of {len(items)} GPU cells", flush=True)
+    table = decision_table(cells[cells["candidate"].isin(order)], items or None, order=order)
     table.to_csv(out / "decisions.csv", index=False)
     agreement = pd.concat([size_agreement(table, a, b) for a, b in pairs], ignore_index=True)
     agreement.to_csv(out / "size_agreement.csv", index=False)
@@ -269,7 +277,8 @@ def _agree(args, out: Path) -> None:
         rows = [{"metric": m, "max_abs_diff": float((both[f"{m}_gpu"] - both[f"{m}_cpu"]).abs().max()),
                  "cells": len(both)} for m in DECISION_METRICS if f"{m}_gpu" in both]
         pd.DataFrame(rows).to_csv(out / "device_check.csv", index=False)
-        tiny_gpu = decision_table(checks.assign(size="tiny_gpu"), order=order)
+        on_gpu = {("tiny_gpu", name, seed): v for (size, name, seed), v in items.items() if size == "tiny"}
+        tiny_gpu = decision_table(checks.assign(size="tiny_gpu"), on_gpu or None, order=order)
         tiny_gpu.to_csv(out / "decisions_tiny_on_gpu.csv", index=False)
     print(agreement.to_string(index=False))
 

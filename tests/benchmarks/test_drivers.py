@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -273,3 +275,32 @@ def test_megatron_logs_are_collected_into_one_table(tmp_path):
     rows = list(csv.DictReader((tmp_path / "megatron_gpu.csv").open()))
     assert [(r["run"], r["iteration"]) for r in rows] == [("dense", "1"), ("dense", "2"), ("dense.resumed", "3")]
     assert list(rows[0]) == _committed_columns("megatron_gpu.csv") and (tmp_path / "megatron_gpu.png").is_file()
+
+
+def test_the_gpu_decide_report_counts_the_item_error_of_the_cells_that_kept_their_items(tmp_path):
+    """gpu_cells.py report --experiment decide: medium cells (made up here: one task, 60 items, edu's items shifted
+    up) with their .items.json beside them get decide's full SE and can be decided; the committed CPU cells kept
+    no items, so their pairs are not decided."""
+    rng = np.random.default_rng(0)
+    (tmp_path / "cells").mkdir()
+    rows, base = [], rng.uniform(0.2, 0.4, 60)
+    for name in ("random", "topk_quality", "datamask", "edu"):
+        for seed in range(3):
+            values = base + rng.normal(0, 0.002, 60) + (0.03 if name == "edu" else 0.0)
+            (tmp_path / "cells" / f"{name}-medium-{seed}.items.json").write_text(
+                json.dumps({"arc_easy": {"correct_prob_per_char": values.tolist()}}))
+            rows.append({"candidate": name, "size": "medium", "seed": seed,
+                         "mc_correct_prob_per_char": float(values.mean())})
+    pd.DataFrame(rows).to_csv(tmp_path / "cells.csv", index=False)
+    run = subprocess.run([sys.executable, str(BENCH / "pretraining" / "gpu_cells.py"), "report", "--experiment",
+                          "decide", "--cells", str(tmp_path / "cells.csv"), "--out", str(tmp_path / "report")],
+                         cwd=REPO, env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(REPO / "src")},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "per-item values of 12 GPU cells" in run.stdout
+    table = pd.read_csv(tmp_path / "report" / "decisions.csv")
+    medium = table[(table["size"] == "medium") & (table["metric"] == "mc_correct_prob_per_char")]
+    assert len(medium) == 6 and medium["se_item"].notna().all()
+    assert set(medium.loc[medium["decided"], "winner"]) == {"edu"} and medium["decided"].sum() == 3
+    cpu = table[table["size"] != "medium"]
+    assert len(cpu) and cpu["se_item"].isna().all() and not cpu["decided"].any()
