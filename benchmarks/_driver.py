@@ -91,9 +91,9 @@ def read_rows(path: Path) -> list[dict]:
 def write_result(rows: list[dict], path: Path, *, plot: Optional[Callable] = None, comment: str = "",
                  append: bool = False, log: Optional[Mapping[str, Any]] = None,
                  columns: Optional[list[str]] = None) -> tuple[Path, Optional[Path]]:
-    """Write ``rows`` (dicts, or a DataFrame as pandas writes it) to the CSV ``path`` (``columns``, or every key in first-seen order; a missing cell is empty),
-    ``comment`` as a first ``# ...`` line; with ``append`` after the rows already there. ``plot(rows, png)``
-    draws ``path`` with suffix ``.png``. ``log``: keyword arguments of
+    """Write ``rows`` (dicts, or a DataFrame as pandas writes it) to the CSV ``path`` (``columns``, or every key in
+    first-seen order; a missing cell is empty), ``comment`` as a first ``# ...`` line; with ``append`` after the
+    rows already there. ``plot(rows, png)`` draws ``path`` with suffix ``.png``. ``log``: keyword arguments of
     :func:`curation.tracking.benchmarks.log_benchmark` (``name`` first), the CSV and PNG added to its files.
     Returns (csv, png or None)."""
     path = Path(path)

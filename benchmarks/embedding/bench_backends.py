@@ -3,7 +3,7 @@
 ``throughput``: our SentenceEmbedder vs a plain SentenceTransformer.encode. Same real corpus texts, same model,
 one process, configurations interleaved (repeat r runs each once before repeat r+1); one CSV row per
 (configuration, repeat) with the largest deviation from the plain vectors, and a bar chart of the median docs/s.
-Writes benchmarks/results/embedding_throughput.csv and .png.
+Writes benchmarks/results/embedding_throughput.csv and .png. (ONNX Runtime is timed by ``backends``.)
 
     .venv/bin/python benchmarks/embedding/bench_backends.py throughput --n 1000 --repeats 2
 
@@ -86,12 +86,6 @@ def throughput(args) -> None:
         "ours 1 thread": ours(num_threads=1),
         "ours int8 dynamic quantisation (opt-in)": ours(quantize="int8"),
     }
-    try:
-        import onnxruntime  # noqa: F401
-
-        onnx_note = "onnxruntime present but the ONNX export needs a hub download; not run"
-    except ImportError:
-        onnx_note = "skipped: onnxruntime not installed (no extra installs)"
 
     rows = []
     reference = None
@@ -102,22 +96,12 @@ def throughput(args) -> None:
             if reference is None:
                 reference = vecs
             dev = float(1.0 - (vecs * reference).sum(1).min())
-            rows.append(
-                {
-                    "config": name,
-                    "repeat": rep,
-                    "n_docs": len(texts),
-                    "seconds": round(seconds, 3),
-                    "docs_per_s": round(len(texts) / seconds, 2),
-                    "max_1_minus_cos_vs_plain": dev,
-                    "torch_threads_default": torch.get_num_threads(),
-                    "cpus": os.cpu_count(),
-                    "load_avg_1m": round(bench.loadavg(), 2),
-                    "python": platform.python_version(),
-                }
-            )
-            print(f"[{rep}] {name:55s} {rows[-1]['docs_per_s']:8.2f} docs/s  dev={dev:.2e}  load={rows[-1]['load_avg_1m']}", flush=True)
-    rows.append({"config": "onnx backend", "repeat": 0, "n_docs": len(texts), "seconds": "", "docs_per_s": "", "max_1_minus_cos_vs_plain": onnx_note})
+            rows.append({"config": name, "repeat": rep, "n_docs": len(texts), "seconds": round(seconds, 3),
+                         "docs_per_s": round(len(texts) / seconds, 2), "max_1_minus_cos_vs_plain": dev,
+                         "torch_threads_default": torch.get_num_threads(), "cpus": os.cpu_count(),
+                         "load_avg_1m": round(bench.loadavg(), 2), "python": platform.python_version()})
+            print(f"[{rep}] {name:55s} {rows[-1]['docs_per_s']:8.2f} docs/s  dev={dev:.2e}  "
+                  f"load={rows[-1]['load_avg_1m']}", flush=True)
 
     bench.write_result(rows, args.out.with_suffix(".csv"), plot=lambda _, png: plot_throughput(
         pd.read_csv(args.out.with_suffix(".csv")), png))
@@ -189,15 +173,14 @@ def backends(args) -> None:
     print(f"{len(texts)} documents, load {load0:.2f}", flush=True)
 
     base = dict(show_progress=False, device="cpu")
+    static = dict(**base, backend="static", max_seq_length=256, batch_size=1024, sort_by_length=False)
     configs = {
         "torch": EmbedderConfig(**base),
         "onnx_fp32": EmbedderConfig(**base, backend="onnx", batch_size=32),
         "onnx_int8": EmbedderConfig(**base, backend="onnx", batch_size=32, quantize="int8"),
-        "static": EmbedderConfig(**base, backend="static", dim=256, pca_dims=256, max_seq_length=256,
-                                 batch_size=1024, sort_by_length=False),
+        "static": EmbedderConfig(**static, dim=256, pca_dims=256),
         # the same distilled model trained with tokenlearn on the corpus's other documents
-        "static_trained": EmbedderConfig(**base, backend="static", dim=args.static_dim, max_seq_length=256, batch_size=1024,
-                                         sort_by_length=False, static_model=args.static_model),
+        "static_trained": EmbedderConfig(**static, dim=args.static_dim, static_model=args.static_model),
     }
     vectors: dict[str, np.ndarray] = {}
     rows: list[dict] = []
@@ -239,8 +222,9 @@ def backends(args) -> None:
             selections[name][div] = [sel_api.select("datamask", quality=np.zeros(n), embeddings=v, budget=args.budget,
                                                     config={**sel_cfg, "diversity": div}, seed=seed).indices
                                      for seed in seeds]
-        selections[name]["semdedup_removed"] = np.setdiff1d(np.arange(n), sel_api.select(
-            "semdedup", quality=np.zeros(n), embeddings=v, budget=int(0.9 * n), config={"n_clusters": 50}, seed=0).indices)
+        semdedup = sel_api.select("semdedup", quality=np.zeros(n), embeddings=v, budget=int(0.9 * n),
+                                  config={"n_clusters": 50}, seed=0)
+        selections[name]["semdedup_removed"] = np.setdiff1d(np.arange(n), semdedup.indices)
 
     fl_ref = lambda e, q, i: facility_location(e, q, i, reference_size=n)  # noqa: E731
     judges = {"pws": pairwise_similarity, "fl": fl_ref}
@@ -333,8 +317,8 @@ def plot_backends(csv_path: Path, png_path: Path) -> None:
 
 def main() -> None:
     args = bench.commands(
-        __doc__, throughput=dict(n=(1000, "documents per run"), repeats=(1, "interleaved repeats of every configuration"),
-                                 out=bench.RESULTS / "embedding_throughput"),
+        __doc__, throughput=dict(n=(1000, "documents per run"), out=bench.RESULTS / "embedding_throughput",
+                                 repeats=(1, "interleaved repeats of every configuration")),
         backends=dict(n=2000, budget=200, steps=(300, "DataMask steps per selection"),
                       seeds=(5, "DataMask seeds per selection (gain shares: mean +- SE)"),
                       static_model=("models/static-tokenlearn-minilm", "the static_trained row's model folder"),

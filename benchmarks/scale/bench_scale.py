@@ -32,7 +32,8 @@ whole-frame path, on the bundled corpus, each path in a fresh child process (pea
 ``blocks`` (scale/selection_blocks.csv; issue #14): DataMask on N synthetic unit vectors (timing and memory only)
 written as sharded ``pruned_scores`` / ``pruned_embeddings``: one block as an independent task (``block_task``)
 vs today's in-process ``select('datamask', ...)`` (``--baseline``) and two blocks of N / 2 (``--half-blocks``).
-Same seed and config: the selections' digests must agree.
+Same seed and config: the DataMask selections' digests must agree. ``--greedy`` (committed with ``--out
+.../scale/selection_blocks_greedy.csv``): greedy DiSF streamed from the shards too (``blocks``: its chunks).
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/scale/bench_scale.py blocks --n 1000000 --steps 5 \\
         --baseline --half-blocks
@@ -576,13 +577,15 @@ BLOCKS_WRITE = textwrap.dedent("""
     print(json.dumps({"steps": 0, "blocks": 0, "digest": ""}))
 """)
 
-# One selection path: in_process (the whole matrix and select()) or a block task (run_datamask_blocks).
+# One selection path: in_process (the whole matrix, select()), a block task or greedy_stream (run_greedy_batches).
 BLOCKS_SELECT = textwrap.dedent("""
     import hashlib, json, sys, time, numpy as np
     root, work, budget, config, path = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5]
     if path == "in_process":
         from curation.selection import select
     else:
+        from curation.selection.config import parse_selection_config
+        from curation.selection.greedy_shards import run_greedy_batches
         from curation.selection.sharded import read_quality, run_datamask_blocks
     from curation.shards import ShardedDataset
     scores, emb = ShardedDataset(root + "/pruned_scores"), ShardedDataset(root + "/pruned_embeddings")
@@ -592,6 +595,11 @@ BLOCKS_SELECT = textwrap.dedent("""
         x = np.concatenate([a for _, a in emb.iter_arrays(mmap=False)])  # today: the whole matrix in memory
         result = select("datamask", quality=q, embeddings=x, budget=budget, config=config, seed=0)
         sel, blocks = result.indices.astype(np.int64), result.info["n_blocks"]
+    elif path == "greedy_stream":
+        q = read_quality(scores)
+        cfg = parse_selection_config("greedy", config)
+        sel, history, info = run_greedy_batches(q, np.arange(len(q)), emb, budget, cfg, 0, work)
+        blocks = info["streamed_chunks"]
     else:
         q = read_quality(scores)
         sel, history, info = run_datamask_blocks(q, np.arange(len(q)), emb, budget, config, 0, work)
@@ -610,6 +618,8 @@ def blocks(args) -> None:
         paths = [("block_task", config)] + ([("in_process", config)] if args.baseline else [])
         if args.half_blocks:
             paths.append(("block_task_half", {**config, "block_size": -(-args.n // 2)}))
+        if args.greedy:
+            paths.append(("greedy_stream", {"diversity": "disf", "lam": 0.0}))  # selection=greedy_disf
         runs = [("write_shards", BLOCKS_WRITE, [args.n, args.d, args.shards])]
         runs += [(name, BLOCKS_SELECT, [Path(tmp) / f"work-{name}", budget, json.dumps(cfg), name])
                  for name, cfg in paths]
@@ -633,16 +643,17 @@ def plot_blocks(rows: list[dict], path: Path) -> None:
     runs = [r for r in rows if r["path"] != "write_shards"]
     with bench.figure(path, 1, 2, figsize=(9, 3.6), constrained_layout=True, tight=False) as (fig, axes):
         names = [r["path"] for r in runs]
-        colors = {"block_task": "tab:green", "in_process": "tab:red", "block_task_half": "tab:olive"}
+        colors = {"block_task": "tab:green", "in_process": "tab:red", "block_task_half": "tab:olive",
+                  "greedy_stream": "tab:purple"}
         axes[0].bar(names, [r["peak_rss_mb"] / 1024 for r in runs], color=[colors[n] for n in names], alpha=0.35,
                     label="RSS (incl. file-backed pages)")
         axes[0].bar(names, [r["peak_anon_mb"] / 1024 for r in runs], color=[colors[n] for n in names],
                     label="anonymous RSS")
         axes[0].axhline(3.0, color="k", ls="--", lw=1, label="3 GB goal (issue #14)")
-        axes[0].set(ylabel="peak of the process tree (GB)", title=f"DataMask on {runs[0]['n']:,} x {runs[0]['d']}")
+        axes[0].set(ylabel="peak of the process tree (GB)", title=f"selection on {runs[0]['n']:,} x {runs[0]['d']}")
         axes[0].legend(loc="lower left", fontsize=8)
         axes[1].bar(names, [r["seconds"] for r in runs], color=[colors[n] for n in names])
-        axes[1].set(ylabel=f"wall time (s), {runs[0]['steps']} steps",
+        axes[1].set(ylabel=f"wall time (s), DataMask {runs[0]['steps']} steps",
                     title=f"load avg before: {runs[0]['load_before']}")
 
 
@@ -683,6 +694,7 @@ def main() -> None:
                     baseline=(False, "also run today's in-process select()"),
                     half_blocks=(False, "also run the block tasks with block_size = n / 2 (two blocks, one "
                                         "process at a time)"), work=Path(tempfile.gettempdir()),
+                    greedy=(False, "also greedy DiSF streamed from the shards"),
                     out=bench.RESULTS / "scale" / "selection_blocks.csv", no_mlflow=no_mlflow)).parse_args()
     {"shards": shards, "chain": chain, "datatrove": datatrove, "scoring": scoring, "blocks": blocks}[args.command](args)
 

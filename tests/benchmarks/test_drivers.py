@@ -191,7 +191,7 @@ TINY = {  # script [sub-command] -> arguments of a run of a few seconds to a min
                                                    "--timing-steps", "3", "--batch-ratios", "1.0", "--no-mlflow"],
     "scale/bench_scale.py shards": ["--sizes", "2000", "--engines", "local", "--signals-docs", "200", "--no-mlflow"],
     "scale/bench_scale.py blocks": ["--n", "4000", "--d", "16", "--shards", "2", "--steps", "2", "--baseline",
-                                    "--half-blocks", "--no-mlflow"],
+                                    "--half-blocks", "--greedy", "--no-mlflow"],
     "dedup/bench_dedup.py": ["scale", "--sizes", "3000", "--modes", "salted", "copies", "--docs-per-bucket", "500"],
     "lm/bench_tiny_trainer.py": ["--docs", "200", "--steps", "3", "--warmup", "1", "--configs", "tiny",
                                  "--interleaved-rounds", "1"],
