@@ -189,6 +189,12 @@ TINY = {  # script [sub-command] -> arguments of a run of a few seconds to a min
     "selection/bench_datamask.py long-runs": ["--n", "2000", "--steps", "20", "40", "--clusters", "10"],
     "selection/bench_datamask.py time-to-greedy": ["--sizes", "1024", "--d", "16", "--max-steps", "30",
                                                    "--timing-steps", "3", "--batch-ratios", "1.0", "--no-mlflow"],
+    # the synthetic cases only: the corpus cases read a default job's pool, which a fresh clone has not made
+    "selection/bench_datamask.py paper-vs-default": ["--cases", "synthetic", "--n", "10000", "--paper-steps", "20",
+                                                     "--synthetic-paper-steps", "20"],
+    "selection/bench_datamask.py fl-reference": ["--cases", "synthetic", "--synthetic-steps", "3", "--seeds", "0"],
+    "selection/bench_disf_greedy.py greedy": ["--cases", "kept", "--batch-size", "64", "--kept-batches", "1",
+                                              "--fast-repeats", "1", "--pairs-repeats", "1", "--no-mlflow"],
     "scale/bench_scale.py shards": ["--sizes", "2000", "--engines", "local", "--signals-docs", "200", "--no-mlflow"],
     "scale/bench_scale.py blocks": ["--n", "4000", "--d", "16", "--shards", "2", "--steps", "2", "--baseline",
                                     "--half-blocks", "--greedy", "--no-mlflow"],
@@ -206,6 +212,9 @@ OUTPUTS = {
     "selection/bench_datamask.py pws-sweep": ["datamask_pws_sweep.csv"],
     "selection/bench_datamask.py long-runs": ["datamask_long_runs.csv", "datamask_long_runs.png"],
     "selection/bench_datamask.py time-to-greedy": ["datamask_time_to_greedy.csv", "datamask_time_to_greedy.png"],
+    "selection/bench_datamask.py paper-vs-default": ["datamask_paper_vs_default.csv", "datamask_paper_vs_default.png"],
+    "selection/bench_datamask.py fl-reference": ["fl_reference.csv", "fl_reference.png"],
+    "selection/bench_disf_greedy.py greedy": ["disf_greedy.csv", "disf_greedy.png"],
     "scale/bench_scale.py shards": ["scale.csv", "scale.png"],
     "scale/bench_scale.py blocks": ["scale/selection_blocks.csv", "scale/selection_blocks.png"],
     "dedup/bench_dedup.py": ["dedup_scale.csv", "dedup_scale.png"],
@@ -237,7 +246,9 @@ def test_tiny_run(script, tmp_path):
                        "scale/bench_scale.py blocks": tmp_path / "scale" / "selection_blocks.csv",
                        "lm/bench_tiny_trainer.py": tmp_path / "lm_tiny_trainer",
                        "pretraining/decide_results.py": tmp_path / "decide_B1_sizes" / "full_se_recheck.csv",
-                       "embedding/bench_backends.py": tmp_path / "embedding_throughput"}.get(script, tmp_path)
+                       "embedding/bench_backends.py": tmp_path / "embedding_throughput",
+                       "selection/bench_datamask.py paper-vs-default": tmp_path / "datamask_paper_vs_default.csv",
+                       "selection/bench_datamask.py fl-reference": tmp_path / "fl_reference.csv"}.get(script, tmp_path)
         args += ["--out", str(default_out)]
     if script == "dedup/bench_dedup.py":
         args += ["--corpus-dir", str(tmp_path / "corpus")]
