@@ -315,3 +315,14 @@ def test_the_gpu_decide_report_counts_the_item_error_of_the_cells_that_kept_thei
     assert set(medium.loc[medium["decided"], "winner"]) == {"edu"} and medium["decided"].sum() == 3
     cpu = table[table["size"] != "medium"]
     assert len(cpu) and cpu["se_item"].isna().all() and not cpu["decided"].any()
+
+
+def test_every_committed_result_csv_has_as_many_cells_per_row_as_its_header():
+    """A cell with an unquoted comma shifts every later column of its row (found in setup_time.csv)."""
+    ragged = []
+    for path in sorted((BENCH / "results").rglob("*.csv")):
+        with path.open(newline="") as handle:
+            rows = [r for r in csv.reader(line for line in handle if not line.startswith("#")) if r]
+        if rows and {len(r) for r in rows} != {len(rows[0])}:
+            ragged.append(f"{path.relative_to(BENCH)}: header {len(rows[0])}, rows {sorted({len(r) for r in rows})}")
+    assert not ragged, ragged
