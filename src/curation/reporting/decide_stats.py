@@ -36,7 +36,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from curation.reporting.decisions import holm  # one Holm for every decision table
+from curation.reporting.decisions import higher_is_better, holm  # one Holm for every decision table
 
 ALPHA = 0.05
 Items = Mapping[str, Mapping[str, list]]  # task -> metric -> per-item values
@@ -135,8 +135,6 @@ def full_decisions(cells: pd.DataFrame, items: Optional[CellItems], metrics: Seq
     selections each side trained on). ``tasks``: metric -> the tasks its value and errors are computed over
     (default: every task the cell table averaged). Without items (``items`` None or a cell missing), ``se_item``
     is NaN and no pair is decided: a decision needs both parts."""
-    from curation.reporting.decisions import higher_is_better
-
     scale_col = _scale_column(cells)
     frames = []
     for scale in dict.fromkeys(cells[scale_col]):
@@ -207,8 +205,6 @@ def _verdict(r: pd.Series, metric: str, alpha: float) -> str:
 def ranking(cells: pd.DataFrame, metric: str, scale: str, values: Optional[pd.Series] = None) -> pd.DataFrame:
     """Candidates by the seed mean of ``metric`` at ``scale``, best first (losses ascending); ``values``: the
     cells' metric when it is not the table's column (e.g. recomputed over the tasks above chance)."""
-    from curation.reporting.decisions import higher_is_better
-
     col = "scale" if "scale" in cells.columns else "size"
     mask = cells[col].astype(str) == str(scale)
     frame = pd.DataFrame({"candidate": cells.loc[mask, "candidate"],

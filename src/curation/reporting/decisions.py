@@ -125,7 +125,7 @@ def decisions(values: pd.DataFrame, metrics: Optional[Sequence[str]] = None, ord
             mean, se, n, agree, paired, df = _pair(sa, sb)
             family.append({"corpus_a": a, "corpus_b": b, "metric": metric, "mean_a": float(sa.mean()),
                            "mean_b": float(sb.mean()), "mean_diff": mean, "se": se, "seeds": n, "paired": paired,
-                           "agreement": agree, "df": df, "p_value": p_value(mean, se, df) if n >= 2 else np.nan})
+                           "agreement": agree, "df": df, "p_value": p_value(mean, se, df)})
         name = (labels or {}).get(metric, metric)
         for r, p_holm in zip(family, holm([r["p_value"] for r in family])):
             a, b, mean, se = r["corpus_a"], r["corpus_b"], r["mean_diff"], r["se"]
