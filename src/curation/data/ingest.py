@@ -32,7 +32,8 @@ import pandas as pd
 from curation.cache import config_key
 from curation.data.validate import LINE, REASONS, ValidationConfig, validate_documents
 from curation.data.textdedup import DEDUP_REASONS, DedupSettings, find_text_drops, pass1 as dedup_pass1
-from curation.errors import EmptyCorpusError
+from curation.data.pieces import ROW_OFFSET, CorpusMemoryError, memory_message, source_file
+from curation.errors import EmptyCorpusError, UserError
 from curation.shards.dedup import find_duplicates, partition_ids
 from curation.shards.executor import EngineConfig, ShardResult, ShardTask, engine_from_data, run_shards, sum_stats
 from curation.shards.manifest import Manifest
@@ -52,18 +53,35 @@ class IngestResult:
 
 
 def category(extra: pd.Series) -> pd.Series:
-    """``category`` from the JSON ``extra`` column of the bundled corpus (None when absent)."""
+    """``category`` from the ``extra`` column (None when absent): :func:`category_counted` without the count."""
+    return category_counted(extra)[0]
+
+
+def category_counted(extra: pd.Series) -> tuple[pd.Series, int]:
+    """``category`` from the ``extra`` column of the bundled corpus (a JSON object as a string, or a parquet
+    struct: a dict), None when absent; and how many non-empty values could not be read as an object
+    (invalid JSON, or JSON that is not an object): counted (``extra_unreadable``) rather than left as
+    ``category=None`` without a word (issue #52)."""
+    unreadable = 0
 
     def one(value: Any) -> str | None:
+        nonlocal unreadable
+        if isinstance(value, dict):
+            found = value.get("category")
+            return found if isinstance(found, str) else None
         if not isinstance(value, str) or not value:
             return None
         try:
             parsed = json.loads(value)
         except ValueError:
+            unreadable += 1
             return None
-        return parsed.get("category") if isinstance(parsed, dict) else None
+        if not isinstance(parsed, dict):
+            unreadable += 1
+            return None
+        return parsed.get("category")
 
-    return extra.map(one).astype("string")
+    return extra.map(one).astype("string"), unreadable
 
 
 ALL_REASONS = REASONS + DEDUP_REASONS
@@ -72,8 +90,26 @@ ALL_REASONS = REASONS + DEDUP_REASONS
 def _validate_shard(frame: pd.DataFrame, name: str, *, config: ValidationConfig, source: dict[str, str],
                     bucket_dir: str, shard_index: dict[str, int], num_buckets: int,
                     dedup: DedupSettings | None = None) -> ShardResult:
+    """Pass 1 of one input shard; a memory limit hit here (the language screen, MinHash of a huge shard) is one
+    line naming the file, not a bare ``MemoryError`` (issue #52)."""
+    try:
+        return _validate(frame, name, config=config, source=source, bucket_dir=bucket_dir, shard_index=shard_index,
+                         num_buckets=num_buckets, dedup=dedup)
+    except MemoryError as err:
+        if isinstance(err, UserError):
+            raise
+        offset = int(frame.attrs.get(ROW_OFFSET, 0))
+        where = source[name] + (f" (rows from {offset}, counted from 0)" if offset else "")
+        raise CorpusMemoryError(memory_message(where, err)) from err
+
+
+def _validate(frame: pd.DataFrame, name: str, *, config: ValidationConfig, source: dict[str, str],
+              bucket_dir: str, shard_index: dict[str, int], num_buckets: int,
+              dedup: DedupSettings | None = None) -> ShardResult:
+    # a piece of a large file (issue #52) starts at a row of its file: rejected rows name file rows
+    offset = int(frame.attrs.get(ROW_OFFSET, 0))
     kept, rejected, report = validate_documents(frame, config, source_name=source[name], check_duplicates=False,
-                                                row_numbers=True)
+                                                row_numbers=True, row_offset=offset)
     stats, extra = report.as_metrics(), {}
     if dedup is not None:
         kept, rejected, stats, extra["signatures"] = dedup_pass1(
@@ -86,7 +122,9 @@ def _validate_shard(frame: pd.DataFrame, name: str, *, config: ValidationConfig,
     lines = kept.pop(LINE).fillna(-1).to_numpy(dtype=np.int64) if LINE in kept.columns else np.full(len(rows), -1)
     rows = np.stack([rows, lines], axis=1)
     if "extra" in kept.columns:
-        kept["category"] = category(kept["extra"])
+        kept["category"], unreadable = category_counted(kept["extra"])
+        if unreadable:  # only when there are some: the manifest of a clean corpus stays as it was
+            stats["extra_unreadable"] = unreadable
     # ``validated`` is already in the final documents format: a shard without duplicates or cap
     # is adopted as it is (a hard link), not read and written again.
     return ShardResult({"validated": kept, "kept_rows": rows, "rejected": rejected, **extra}, stats)
@@ -220,7 +258,7 @@ def ingest_shards(
     work = Path(work_dir)
     engine = engine or EngineConfig()
     out_names = shard_names(len(tasks))
-    source = {out: t.name for out, t in zip(out_names, tasks)}
+    source = {out: source_file(t.name) for out, t in zip(out_names, tasks)}  # a piece names its file
     renamed = [ShardTask(out, t.load) for out, t in zip(out_names, tasks)]
     index = {n: i for i, n in enumerate(out_names)}
     validate = partial(_validate_shard, config=config, source=source, bucket_dir=str(work / "buckets"),
@@ -313,6 +351,8 @@ def ingest_shards(
     metrics.update({f"dropped_{r}": int(total.get(f"dropped_{r}", 0)) for r in reasons})
     metrics["rows_dropped"] = sum(metrics[f"dropped_{r}"] for r in reasons)
     metrics["outside_language"] = int(total.get("outside_language", 0))
+    if total.get("extra_unreadable"):  # category=None for values of extra that are not a JSON object: counted
+        metrics["extra_unreadable"] = int(total["extra_unreadable"])
     if dedup is not None:
         metrics.update({k: int(v) for k, v in total.items() if k.startswith(("contaminated_", "flagged_", "minhash_"))})
         metrics.update(lsh_counts)
@@ -331,7 +371,8 @@ def raw_fingerprint(path: str, shard_ids: list[str]) -> str:
     terabytes of text to name the input would cost a full read)."""
     parts: list[Any] = [path]
     for shard in shard_ids:
-        local = Path(shard) if Path(shard).is_absolute() else Path(path) / shard
+        name = source_file(shard)  # the pieces of a large file: that file's size and mtime
+        local = Path(name) if Path(name).is_absolute() else Path(path) / name
         try:
             st = os.stat(local if local.exists() else shard)
             parts.append((shard, st.st_size, st.st_mtime_ns))

@@ -128,7 +128,7 @@ class ValidationReport:
         return out
 
 
-def check_schema(frame: pd.DataFrame, config: ValidationConfig, source_name: str) -> None:
+def check_schema(frame: pd.DataFrame, config: ValidationConfig, source_name: str, row_offset: int = 0) -> None:
     """Raise :class:`SchemaError` naming ``source_name`` and the missing column."""
     if frame.empty and not len(frame.columns):
         # a 0-byte file: "column 'id' is missing, set data.id_column" would send the user to the config
@@ -159,8 +159,13 @@ def check_schema(frame: pd.DataFrame, config: ValidationConfig, source_name: str
             if first is not None:
                 raise SchemaError(
                     f"{source_name}: the text column {config.text_column!r} holds {_kind(values[first])}, not text "
-                    f"(row {first}, counted from 0, is the first; columns present: {sorted(map(str, frame.columns))})."
+                    f"(row {row_offset + first}, counted from 0, is the first; columns present: {sorted(map(str, frame.columns))})."
                     f" Fix: set data.text_column to the column that holds the documents' text as strings.")
+
+
+def _repaired(value: object) -> object:
+    """Bytes outside the text column as a string, U+FFFD for what is not UTF-8; any other value as it is."""
+    return bytes(value).decode("utf-8", errors="replace") if isinstance(value, (bytes, bytearray)) else value
 
 
 def _decode(value: object) -> tuple[str | None, bool]:
@@ -188,6 +193,7 @@ def validate_documents(
     seen_ids: set[str] | None = None,
     check_duplicates: bool = True,
     row_numbers: bool = False,
+    row_offset: int = 0,
 ) -> tuple[pd.DataFrame, pd.DataFrame, ValidationReport]:
     """Validate one shard.
 
@@ -198,13 +204,18 @@ def validate_documents(
     is updated in place. ``check_duplicates=False`` leaves the ``duplicate_id`` rule to a
     later pass over all shards (:mod:`curation.shards.dedup`: no set of every id in memory);
     ``row_numbers=True`` adds ``_row`` (the row's position in ``frame``) to ``kept`` and
-    ``rejected`` so that pass can put its rejections back in row order.
+    ``rejected`` so that pass can put its rejections back in row order. ``row_offset``: the file row of
+    ``frame``'s first row (a piece of a large file, issue #52): every ``row`` and ``_row`` is a row of the file.
+
+    A value read as bytes because it is not valid UTF-8 (a parquet string column that failed Arrow's check, a
+    JSON Lines value with undecodable bytes) is ``invalid_utf8`` in the text column; in the id and the carried
+    columns it is decoded with U+FFFD for the bad bytes (a parquet column must be all strings).
     """
     parse_errors = frame.pop(PARSE_ERROR) if PARSE_ERROR in frame.columns else None
     lines = frame.pop(LINE) if LINE in frame.columns else None
     if parse_errors is not None and parse_errors.notna().all():
         raise SchemaError(f"{source_name}: no line parses as a JSON object ({parse_errors.iloc[0]})")
-    check_schema(frame, config, source_name)
+    check_schema(frame, config, source_name, row_offset)
     seen = seen_ids if seen_ids is not None else set()
     report = ValidationReport(rows_read=len(frame))
     keep_mask: list[bool] = []
@@ -218,9 +229,11 @@ def validate_documents(
     broken: Iterable = parse_errors.notna().tolist() if parse_errors is not None else [False] * len(frame)
     line_of = lines.tolist() if lines is not None else None
     for position, (raw_id, raw_text, is_broken) in enumerate(zip(raw_ids, raw_texts, broken)):
+        if isinstance(raw_id, (bytes, bytearray)):
+            raw_id = _repaired(raw_id)
         if not is_broken and _bad_id(raw_id):
-            raise invalid_id_error(source_name, position, line_of[position] if line_of else None, raw_id,
-                                   config.id_column, frame.columns)
+            raise invalid_id_error(source_name, row_offset + position, line_of[position] if line_of else None,
+                                   raw_id, config.id_column, frame.columns)
         doc_id = None if raw_id is None or (not isinstance(raw_id, str) and pd.isna(raw_id)) else str(raw_id)
         text, utf8_ok = _decode(raw_text)
         reason = None
@@ -263,9 +276,12 @@ def validate_documents(
     )
     for col in config.keep_columns:
         if col in frame.columns:
-            kept[col] = frame.loc[mask, col]
+            values = frame.loc[mask, col]
+            if values.dtype == object and any(isinstance(v, (bytes, bytearray)) for v in values.tolist()):
+                values = values.map(_repaired)
+            kept[col] = values
     if row_numbers:
-        kept["_row"] = pd.Series(range(len(frame)), index=frame.index, dtype="int64")[mask]
+        kept["_row"] = pd.Series(range(row_offset, row_offset + len(frame)), index=frame.index, dtype="int64")[mask]
         if lines is not None:
             kept[LINE] = pd.Series(lines.to_numpy(), index=frame.index, dtype="Int64")[mask]
     report.rows_kept = int(mask.sum())
@@ -275,11 +291,11 @@ def validate_documents(
             "reason": pd.Series([r[1] for r in rejected], dtype="string"),
             "source_file": pd.Series([source_name] * len(rejected), dtype="string"),
             # where the row is in its file: row (from 0), and for JSON Lines the line (from 1)
-            "row": pd.Series(rejected_rows, dtype="int64"),
+            "row": pd.Series(rejected_rows, dtype="int64") + row_offset,
             "line": pd.Series([line_of[r] for r in rejected_rows] if line_of else [None] * len(rejected),
                               dtype="Int64"),
         }
     )
     if row_numbers:
-        rejected_frame["_row"] = pd.Series(rejected_rows, dtype="int64")
+        rejected_frame["_row"] = pd.Series(rejected_rows, dtype="int64") + row_offset
     return kept.reset_index(drop=True), rejected_frame, report
