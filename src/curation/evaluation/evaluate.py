@@ -27,6 +27,7 @@ from curation.evaluation.scoring import (
     CONTINUOUS_METRICS,
     LMScorer,
     gold_text_loss,
+    score_choices_and_gold_text,
     score_generation,
     score_multiple_choice,
 )
@@ -99,9 +100,14 @@ class EvalReport:
 def evaluate_task(scorer: LMScorer, task: Task, max_new_tokens: int = 16, reference_loss: bool = True) -> TaskResult:
     t0 = time.perf_counter()
     items: dict[str, list[float]] = {}
+    ref_rows: list[dict[str, float]] = []
+    ref_metrics: Optional[dict[str, float]] = None
     if task.spec.kind == "multiple_choice":
         rows: list[dict[str, float]] = []
-        metrics = score_multiple_choice(scorer, task.items, per_item=rows)
+        if reference_loss and scorer.packed:  # choices and gold text in one pass: the gold text is a choice's input
+            metrics, ref_metrics = score_choices_and_gold_text(scorer, task.items, per_item=rows, ref_per_item=ref_rows)
+        else:
+            metrics = score_multiple_choice(scorer, task.items, per_item=rows)
         for key in SE_METRICS:  # standard error of the mean over items (sample sd / sqrt(n))
             values = np.array([r[key] for r in rows], dtype=float)
             metrics[f"{key}_se"] = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
@@ -109,8 +115,9 @@ def evaluate_task(scorer: LMScorer, task: Task, max_new_tokens: int = 16, refere
     else:
         metrics = score_generation(scorer, task.items, max_new_tokens)
     if reference_loss:
-        ref_rows: list[dict[str, float]] = []
-        metrics.update(gold_text_loss(scorer, task.items, per_item=ref_rows))
+        if ref_metrics is None:
+            ref_metrics = gold_text_loss(scorer, task.items, per_item=ref_rows)
+        metrics.update(ref_metrics)
         items.update({key: [r[key] for r in ref_rows] for key in ("ref_bits", "ref_bytes")})
     return TaskResult(
         name=task.name,
@@ -148,11 +155,16 @@ def evaluate(
     tokenizer: Tokenizer,
     config: EvalConfig | Mapping[str, Any] | None = None,
     on_task: Optional[Callable[[TaskResult], None]] = None,
+    packed: bool = True,
 ) -> EvalReport:
-    """Zero-shot evaluation of ``model`` on ``config.tasks``; ``on_task(result)`` after each task."""
+    """Zero-shot evaluation of ``model`` on ``config.tasks``; ``on_task(result)`` after each task.
+
+    packed: each item's choices (and gold text) share one forward pass (:class:`LMScorer`); False is the
+    per-request path, the same numbers to float rounding (benchmarks/lm/bench_eval_cost.py compares them).
+    """
     cfg = parse_eval_config(config)
     torch.set_num_threads(cfg.num_threads)
-    scorer = LMScorer(model, tokenizer, batch_size=cfg.batch_size, prepend_eos=cfg.prepend_eos)
+    scorer = LMScorer(model, tokenizer, batch_size=cfg.batch_size, prepend_eos=cfg.prepend_eos, packed=packed)
     report = EvalReport()
     for name in cfg.tasks:
         try:

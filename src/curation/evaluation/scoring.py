@@ -12,6 +12,17 @@ calls an ``LM`` (``loglikelihood``, ``loglikelihood_rolling``,
   ``is_greedy`` says whether argmax decoding would have produced them;
 - inputs longer than the model's context keep their last tokens.
 
+How the forward passes are spent (issue #51): by default (``packed=True``) the
+requests that share a prompt are one *tree* — their longest common token prefix
+once, then each request's remaining tokens as a branch that sees the prefix and
+itself (a block attention mask, RoPE positions continuing the prefix's), the
+layout of tree attention in speculative decoding (SpecInfer, Miao et al., 2024;
+Medusa, Cai et al., 2024) — and logits are computed only at the positions that
+predict a scored token. Every request's tokens see exactly the keys and
+positions they see in its own forward pass, so the numbers are those of the
+per-request path (``packed=False``, one sequence per request, kept for
+comparison) up to float rounding (tests/evaluation/test_eval_packed.py).
+
 One deliberate difference: every context starts with the EOS token by default
 (``prepend_eos``), because our models were trained on documents that each
 follow an EOS (:mod:`curation.lm.packing`); lm-eval adds it only to empty contexts.
@@ -30,7 +41,7 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -39,6 +50,12 @@ from tokenizers import Tokenizer
 from curation.evaluation.tasks import GenerationItem, MultipleChoiceItem
 from curation.lm.model import CausalLM
 from curation.lm.tokenizer import eos_id
+
+
+def _wide(logits: torch.Tensor) -> torch.Tensor:
+    """Logits in float32 at least: a bf16 / fp16 model's are widened, a float64 model's kept (the equality
+    test of the packed path runs one in float64)."""
+    return logits if logits.dtype == torch.float64 else logits.float()
 
 
 class LMScorer:
@@ -51,10 +68,16 @@ class LMScorer:
         batch_size: int = 16,
         prepend_eos: bool = True,
         max_length: Optional[int] = None,
+        packed: bool = True,
     ):
+        """batch_size: sequences per forward pass (``packed=False``); packed, a forward pass holds up to
+        ``batch_size x max_length`` token slots (padding included), the same memory as the per-request
+        path's largest batch. packed: share each prompt's forward pass among its requests (the module
+        docstring); False is the per-request path."""
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.batch_size = batch_size
+        self.packed = packed
         self.prepend_eos = prepend_eos
         self.eos_id = eos_id(tokenizer)
         self.max_length = max_length or model.config.max_seq_len
@@ -111,38 +134,156 @@ class LMScorer:
             logits = self.model(batch.to(self.device)).logits  # (B, T, vocab)
             for row, i in enumerate(chunk):
                 n, k = len(inputs[row]), len(conts[row])
-                logprobs = logits[row, n - k : n].float().log_softmax(dim=-1)  # positions that predict cont
+                logprobs = _wide(logits[row, n - k : n]).log_softmax(dim=-1)  # positions that predict cont
                 target = torch.tensor(conts[row], dtype=torch.long, device=logprobs.device)
                 ll = float(logprobs.gather(-1, target[:, None]).sum())
                 greedy = bool((logprobs.argmax(dim=-1) == target).all())
                 results[i] = (ll, greedy)
         return results  # type: ignore[return-value]
 
+    def _scored(self, ctx: Sequence[int], cont: Sequence[int]) -> Optional[tuple[list[int], list[int]]]:
+        """(input ids, the continuation ids the input's last positions predict) as :meth:`score_tokens`
+        truncates them (the last ``max_length + 1`` tokens); None for an empty continuation."""
+        if not cont:
+            return None
+        full = (list(ctx) + list(cont))[-(self.max_length + 1) :]
+        return full[:-1], list(cont)[-min(len(cont), len(full) - 1) :]
+
+    @torch.inference_mode()
+    def score_groups(self, groups: Sequence[Sequence[tuple[list[int], list[int]]]]) -> list[list[tuple[float, bool]]]:
+        """:meth:`score_tokens` of each group's (context ids, continuation ids) requests, a group in one row.
+
+        A group's inputs (truncated as :meth:`score_tokens` does) are laid out as a tree: their longest
+        common prefix once (positions 0..P-1), then each distinct input's remaining tokens (positions
+        P, P+1, ...). Token q may attend to key k iff k is in the prefix or in q's own branch, and k's
+        position <= q's: what q attends to in its own sequence. Identical inputs share one branch. Rows
+        are sorted by length and batched up to ``batch_size x max_length`` token slots; logits only at
+        the positions that predict a scored token. Padding attends to itself only (no empty softmax).
+        """
+        results: list[list[Optional[tuple[float, bool]]]] = [[None] * len(g) for g in groups]
+        rows = []  # (tokens, positions, branch ids, {member: row positions predicting its targets}, targets)
+        for g, group in enumerate(groups):
+            members = {}
+            for m, (ctx, cont) in enumerate(group):
+                scored = self._scored(ctx, cont)
+                if scored is None:  # nothing to predict: log 1 = 0, trivially greedy
+                    results[g][m] = (0.0, True)
+                else:
+                    members[m] = scored
+            if not members:
+                continue
+            distinct = list(dict.fromkeys(tuple(x) for x, _ in members.values()))
+            prefix = len(distinct[0])
+            for x in distinct[1:]:
+                prefix = next((i for i, (a, b) in enumerate(zip(distinct[0][:prefix], x)) if a != b),
+                              min(prefix, len(x)))
+            tokens, positions, branch = list(distinct[0][:prefix]), list(range(prefix)), [0] * prefix
+            start = {}
+            for b, x in enumerate(distinct, start=1):
+                start[x] = len(tokens)
+                tokens += x[prefix:]
+                positions += range(prefix, len(x))
+                branch += [b] * (len(x) - prefix)
+            where = {}
+            for m, (x, cont) in members.items():
+                n, k = len(x), len(cont)
+                where[m] = ([j if j < prefix else start[tuple(x)] + j - prefix for j in range(n - k, n)], cont)
+            rows.append((g, tokens, positions, branch, where))
+        rows.sort(key=lambda r: -len(r[1]))
+        budget = self.batch_size * self.max_length
+        batch: list = []
+        for row in rows:
+            if batch and (len(batch) + 1) * len(batch[0][1]) > budget:
+                self._score_rows(batch, results)
+                batch = []
+            batch.append(row)
+        if batch:
+            self._score_rows(batch, results)
+        return results  # type: ignore[return-value]
+
+    def _score_rows(self, batch: list, results: list) -> None:
+        """One forward pass over packed rows (:meth:`score_groups`); fills ``results``."""
+        B, T = len(batch), len(batch[0][1])  # rows come longest first
+        ids = np.full((B, T), self.eos_id, dtype=np.int64)
+        pos = np.zeros((B, T), dtype=np.int64)
+        branch = np.full((B, T), -1, dtype=np.int64)  # -1: padding, a branch of its own
+        wanted = np.zeros((B, T), dtype=bool)
+        members, at, targets = [], [], []  # each scored token: its (row, position) and target id
+        for r, (g, tokens, positions, branches, where) in enumerate(batch):
+            n = len(tokens)
+            ids[r, :n], pos[r, :n], branch[r, :n] = tokens, positions, branches
+            for m, (rows_at, cont) in where.items():
+                members.append((g, m, len(cont)))
+                at += [r * T + j for j in rows_at]
+                targets += cont
+        at = np.asarray(at, dtype=np.int64)
+        wanted.flat[at] = True
+        flat = np.cumsum(wanted.ravel()) - 1  # (row, position) -> row of the logits
+        see = (branch[:, None, :] == 0) | (branch[:, None, :] == branch[:, :, None])  # (B, query, key)
+        mask = (see & (pos[:, None, :] <= pos[:, :, None]))[:, None]  # (B, 1, T, T)
+        logits = self.model(torch.from_numpy(ids).to(self.device), position_ids=torch.from_numpy(pos).to(self.device),
+                            attn_mask=torch.from_numpy(mask).to(self.device),
+                            logits_at=torch.from_numpy(wanted).to(self.device)).logits  # (N, vocab)
+        logprobs = _wide(logits).log_softmax(dim=-1)
+        rows = torch.from_numpy(flat[at]).to(logprobs.device)
+        target = torch.tensor(targets, dtype=torch.long, device=logprobs.device)
+        token_lp = logprobs[rows, target].cpu()  # each scored token's log-probability
+        hits = (logprobs.argmax(dim=-1)[rows] == target).cpu()
+        start = 0
+        for g, m, k in members:
+            # the sum of k contiguous float32 values, as score_tokens sums its gathered (k, 1) column
+            results[g][m] = (float(token_lp[start : start + k].sum()), bool(hits[start : start + k].all()))
+            start += k
+
     def loglikelihood(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
-        """lm-eval ``loglikelihood`` on (context, continuation) strings."""
-        return self.score_tokens([self.encode_pair(c, x) for c, x in pairs])
+        """lm-eval ``loglikelihood`` on (context, continuation) strings.
+
+        Packed, the pairs with the same context are one group (lm-eval's HF model also groups by context).
+        """
+        encoded = [self.encode_pair(c, x) for c, x in pairs]
+        if not self.packed:
+            return self.score_tokens(encoded)
+        by_context: dict[tuple[int, ...], list[int]] = {}
+        for i, (ctx, _) in enumerate(encoded):
+            by_context.setdefault(tuple(ctx), []).append(i)
+        order = list(by_context.values())
+        scored = self.score_groups([[encoded[i] for i in group] for group in order])
+        out: list[tuple[float, bool]] = [(0.0, True)] * len(pairs)
+        for group, values in zip(order, scored):
+            for i, value in zip(group, values):
+                out[i] = value
+        return out
+
+    def rolling_requests(self, tokens: list[int]) -> list[tuple[list[int], list[int]]]:
+        """The windows of ``loglikelihood_rolling`` for ``tokens``, as (context ids, continuation ids)."""
+        # Same windows as lm_eval.utils.get_rolling_token_windows(context_len=1):
+        # the first predicts tokens[:L] from EOS + tokens[:L-1]; each later one
+        # predicts the next L tokens from the L tokens just before them.
+        if not tokens:
+            return []
+        L = self.max_length
+        predicted = min(L, len(tokens))
+        requests = [([self.eos_id], tokens[:predicted])]
+        while predicted < len(tokens):
+            end = min(len(tokens), predicted + L)
+            requests.append((tokens[max(0, end - L - 1) : predicted], tokens[predicted:end]))
+            predicted = end
+        return requests
 
     def loglikelihood_rolling(self, texts: Sequence[str]) -> list[float]:
-        """lm-eval ``loglikelihood_rolling``: log p(text | EOS), every token scored once, windows of max_length."""
-        out = []
-        for text in texts:
-            tokens = self.encode(text)
-            if not tokens:
-                out.append(0.0)
-                continue
-            requests = []
-            # Same windows as lm_eval.utils.get_rolling_token_windows(context_len=1):
-            # the first predicts tokens[:L] from EOS + tokens[:L-1]; each later one
-            # predicts the next L tokens from the L tokens just before them.
-            L = self.max_length
-            predicted = min(L, len(tokens))
-            requests.append(([self.eos_id], tokens[:predicted]))
-            while predicted < len(tokens):
-                end = min(len(tokens), predicted + L)
-                requests.append((tokens[max(0, end - L - 1) : predicted], tokens[predicted:end]))
-                predicted = end
-            out.append(sum(ll for ll, _ in self.score_tokens(requests)))
-        return out
+        """lm-eval ``loglikelihood_rolling``: log p(text | EOS), every token scored once, windows of max_length.
+
+        Packed, every window of every text goes into one :meth:`score_groups` call (batched across texts).
+        """
+        windows = [self.rolling_requests(self.encode(text)) for text in texts]
+        if self.packed:
+            scored = self.score_groups([[w] for ws in windows for w in ws])
+            lls, pos = [], 0
+            for ws in windows:
+                lls.append(sum(ll for (ll, _), in scored[pos : pos + len(ws)]) if ws else 0.0)
+                pos += len(ws)
+            return lls
+        return [sum(ll for ll, _ in self.score_tokens(ws)) if ws else 0.0 for ws in windows]
 
     # --- generation ---
 
@@ -254,16 +395,29 @@ def score_multiple_choice(scorer: LMScorer, items: Sequence[MultipleChoiceItem],
     (means over items) and the chance level (mean 1/choices) over ``items``.
 
     per_item: if given, each item's metrics are appended to it (for standard errors over items).
+    Packed, an item's choices are one group (:meth:`LMScorer.score_groups`).
     """
-    encoded = [scorer.encode_pair(ctx, cont) for item in items for ctx, cont in zip(item.contexts, item.continuations)]
-    lls = [ll for ll, _ in scorer.score_tokens(encoded)]
+    encoded = [[scorer.encode_pair(ctx, cont) for ctx, cont in zip(item.contexts, item.continuations)]
+               for item in items]
+    if scorer.packed:
+        lls = [[ll for ll, _ in group] for group in scorer.score_groups(encoded)]
+    else:
+        flat = [ll for ll, _ in scorer.score_tokens([pair for pairs in encoded for pair in pairs])]
+        lls, pos = [], 0
+        for pairs in encoded:
+            lls.append(flat[pos : pos + len(pairs)])
+            pos += len(pairs)
+    return _choice_metrics(items, encoded, lls, per_item)
+
+
+def _choice_metrics(items: Sequence[MultipleChoiceItem], encoded: Sequence[Sequence[tuple[list[int], list[int]]]],
+                    lls: Sequence[Sequence[float]], per_item: Optional[list]) -> dict[str, float]:
+    """:func:`score_multiple_choice`'s metrics from each item's encoded choices and their log-likelihoods."""
     totals = dict.fromkeys(("acc", "acc_norm", "chance", *CONTINUOUS_METRICS), 0.0)
-    pos = 0
-    for item in items:
+    for item, pairs, item_lls in zip(items, encoded, lls):
         k = len(item.continuations)
-        ll = np.array(lls[pos : pos + k])
-        n_tokens = np.array([len(cont) for _, cont in encoded[pos : pos + k]], dtype=float)
-        pos += k
+        ll = np.array(item_lls)
+        n_tokens = np.array([len(cont) for _, cont in pairs], dtype=float)
         chars = np.array(item.choice_lengths, dtype=float)
         row = {
             "acc": float(np.argmax(ll) == item.label),  # np.argmax: first of ties, as lm-eval
@@ -279,6 +433,17 @@ def score_multiple_choice(scorer: LMScorer, items: Sequence[MultipleChoiceItem],
     return {key: value / n for key, value in totals.items()}
 
 
+def _gold_texts(items: Sequence[MultipleChoiceItem | GenerationItem]) -> list[str]:
+    """Each item's prompt followed by its correct answer (:func:`gold_text_loss`)."""
+    texts = []
+    for item in items:
+        if isinstance(item, MultipleChoiceItem):
+            texts.append(item.contexts[item.label] + item.continuations[item.label])
+        else:
+            texts.append(f"{item.prompt} {item.answers[0]}" if item.answers else item.prompt)
+    return texts
+
+
 def gold_text_loss(scorer: LMScorer, items: Sequence[MultipleChoiceItem | GenerationItem],
                    per_item: Optional[list] = None) -> dict[str, float]:
     """Held-out loss on a task's gold text: each item's prompt followed by its correct answer.
@@ -288,14 +453,14 @@ def gold_text_loss(scorer: LMScorer, items: Sequence[MultipleChoiceItem | Genera
     ``ref_nats_per_token`` = -sum log p / tokens (this tokenizer's units); ``ref_bits_per_byte`` =
     -sum log p / ln 2 / UTF-8 bytes, which compares models with different tokenizers.
     """
-    texts = []
-    for item in items:
-        if isinstance(item, MultipleChoiceItem):
-            texts.append(item.contexts[item.label] + item.continuations[item.label])
-        else:
-            texts.append(f"{item.prompt} {item.answers[0]}" if item.answers else item.prompt)
+    texts = _gold_texts(items)
     lls = scorer.loglikelihood_rolling(texts)
-    tokens = sum(len(scorer.encode(t)) for t in texts)
+    return _gold_metrics(texts, lls, sum(len(scorer.encode(t)) for t in texts), per_item)
+
+
+def _gold_metrics(texts: Sequence[str], lls: Sequence[float], tokens: int,
+                  per_item: Optional[list]) -> dict[str, float]:
+    """:func:`gold_text_loss`'s metrics from each text's rolling log-likelihood and the texts' token count."""
     item_bytes = np.array([len(t.encode("utf-8")) for t in texts], dtype=float)
     n_bytes = float(item_bytes.sum())
     nats = -float(sum(lls))
@@ -309,6 +474,43 @@ def gold_text_loss(scorer: LMScorer, items: Sequence[MultipleChoiceItem | Genera
     if per_item is not None:
         per_item.extend({"ref_bits": -float(ll) / np.log(2), "ref_bytes": float(b)} for ll, b in zip(lls, item_bytes))
     return out
+
+
+def score_choices_and_gold_text(scorer: LMScorer, items: Sequence[MultipleChoiceItem],
+                                per_item: Optional[list] = None,
+                                ref_per_item: Optional[list] = None) -> tuple[dict[str, float], dict[str, float]]:
+    """:func:`score_multiple_choice` and :func:`gold_text_loss` of ``items`` from one
+    :meth:`LMScorer.score_groups` call (the packed path).
+
+    The gold text is the gold choice's context + continuation, so its rolling window is usually the gold
+    choice's own input (``[EOS] + enc(context) + cont`` = ``[EOS] + enc(gold text)``): then it joins the
+    item's group, shares its branch, and costs only the logits of the prompt's positions. A window that
+    differs (the context's tokens not a prefix of the whole's, or a text longer than the window) is a
+    group of its own.
+    """
+    encoded = [[scorer.encode_pair(ctx, cont) for ctx, cont in zip(item.contexts, item.continuations)]
+               for item in items]
+    texts = _gold_texts(items)
+    tokens = [scorer.encode(t) for t in texts]
+    groups = [list(pairs) for pairs in encoded]
+    windows_at = []  # per item: (group, member) of each of its gold text's rolling windows
+    for g, text_tokens in enumerate(tokens):
+        inputs = {tuple(scored[0]) for scored in (scorer._scored(*pair) for pair in encoded[g]) if scored}
+        at = []
+        for window in scorer.rolling_requests(text_tokens):
+            scored = scorer._scored(*window)
+            if scored is not None and tuple(scored[0]) in inputs:
+                at.append((g, len(groups[g])))
+                groups[g].append(window)
+            else:
+                at.append((len(groups), 0))
+                groups.append([window])
+        windows_at.append(at)
+    scored = scorer.score_groups(groups)
+    lls = [[ll for ll, _ in scored[g][: len(pairs)]] for g, pairs in enumerate(encoded)]
+    ref_lls = [sum(scored[g][m][0] for g, m in at) if at else 0.0 for at in windows_at]
+    return (_choice_metrics(items, encoded, lls, per_item),
+            _gold_metrics(texts, ref_lls, sum(len(t) for t in tokens), ref_per_item))
 
 
 def score_generation(

@@ -78,16 +78,25 @@ class Attention(nn.Module):
         self.qkv_proj = nn.Linear(config.d_model, q_dim + 2 * kv_dim, bias=config.qkv_bias)
         self.o_proj = nn.Linear(q_dim, config.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                attn_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """cos, sin: (T, hd/2) for positions 0..T-1, or (B, 1, T, hd/2) for given positions;
+        attn_mask: None = causal, else (B, 1, T, T) bool, True where a query may attend to a key."""
         B, T, _ = x.shape
         hd = self.head_dim
         q, k, v = self.qkv_proj(x).split([self.n_head * hd, self.n_kv_head * hd, self.n_kv_head * hd], dim=-1)
         q = q.view(B, T, self.n_head, hd).transpose(1, 2)  # (B, nh, T, hd)
         k = k.view(B, T, self.n_kv_head, hd).transpose(1, 2)  # (B, nkv, T, hd)
         v = v.view(B, T, self.n_kv_head, hd).transpose(1, 2)  # (B, nkv, T, hd)
-        q, k = apply_rope(q, cos[:T], sin[:T]), apply_rope(k, cos[:T], sin[:T])
+        if cos.dim() == 2:
+            cos, sin = cos[:T], sin[:T]
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # GQA: each group of n_head // n_kv_head query heads reads one K/V head.
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv_head != self.n_head)
+        gqa = self.n_kv_head != self.n_head
+        if attn_mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, enable_gqa=gqa)
         y = y.transpose(1, 2).reshape(B, T, self.n_head * hd)  # re-assemble heads side by side
         return self.o_proj(y)
 
@@ -167,9 +176,10 @@ class Block(nn.Module):
         self.is_moe = config.num_experts > 0
         self.mlp = MoE(config) if self.is_moe else MLP(config.d_model, config.d_ff)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                attn_mask: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns the new residual stream and this layer's load-balancing loss (0 if dense)."""
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, attn_mask)
         if self.is_moe:
             h, aux = self.mlp(self.post_attention_layernorm(x))
         else:
@@ -275,25 +285,42 @@ class CausalLM(nn.Module):
         return n
 
     def forward(
-        self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None, last_only: bool = False
+        self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None, last_only: bool = False,
+        position_ids: Optional[torch.Tensor] = None, attn_mask: Optional[torch.Tensor] = None,
+        logits_at: Optional[torch.Tensor] = None,
     ) -> ModelOutput:
         """idx, targets: (B, T) token ids; targets < 0 are ignored in the loss.
 
         last_only: compute logits for the last position only, (B, 1, vocab), as
         nanoGPT does at inference (the vocab-sized head dominates a small model).
+
+        For several sequences packed into one row (evaluation: a prompt shared by
+        its answer choices, :mod:`curation.evaluation.scoring`): ``position_ids``
+        (B, T) are each token's RoPE position, ``attn_mask`` (B, 1, T, T) bool
+        says which keys each query sees (None: causal), and ``logits_at`` (B, T)
+        bool picks the positions whose logits are computed, returned as
+        (N, vocab) in row-major order (the head costs as much as the 4 layers of
+        ``tiny``, so only the scored positions pay for it).
         """
         T = idx.size(1)
-        if T > self.config.max_seq_len:
-            raise ValueError(f"sequence of {T} tokens exceeds max_seq_len={self.config.max_seq_len}")
+        longest = T if position_ids is None else int(position_ids.max()) + 1
+        if longest > self.config.max_seq_len:
+            raise ValueError(f"sequence of {longest} tokens exceeds max_seq_len={self.config.max_seq_len}")
         x = self.embed_tokens(idx)  # (B, T, d)
+        if position_ids is None:
+            cos, sin = self.rope_cos, self.rope_sin  # (max_seq_len, hd/2); each layer takes the first T rows
+        else:  # (B, 1, T, hd/2): one table row per token, broadcast over the heads
+            cos, sin = self.rope_cos[position_ids][:, None], self.rope_sin[position_ids][:, None]
         aux = x.new_zeros((), dtype=torch.float32)
         for layer in self.layers:
-            x, layer_aux = layer(x, self.rope_cos, self.rope_sin)
+            x, layer_aux = layer(x, cos, sin, attn_mask)
             aux = aux + layer_aux
         aux = aux / self.config.n_layer if self.config.num_experts else aux
         if last_only:
             x = x[:, -1:, :]
-        logits = self.lm_head(self.norm(x))  # (B, T, vocab), or (B, 1, vocab) with last_only
+        if logits_at is not None:
+            x = x[logits_at]  # (N, d): RMSNorm and the head act per position, so selecting first changes nothing
+        logits = self.lm_head(self.norm(x))  # (B, T, vocab); (B, 1, vocab) with last_only; (N, vocab) with logits_at
         if targets is None:
             return ModelOutput(logits, None, None, aux)
         lm_loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
