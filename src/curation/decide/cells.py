@@ -3,8 +3,13 @@ the same tokens with no document repeated and evaluated on the same items (``cur
 
 Plain Python over the cached stages (:mod:`curation.selection.corpus`, :mod:`curation.lm.cached`,
 :mod:`curation.evaluation.runs`): each corpus pick, trained model and evaluation is cached by content, so a
-killed run re-run loads its finished cells and resumes the unfinished one. ``on_cell`` (the node passes
+killed run re-run loads its finished cells and resumes the unfinished ones. ``on_cell`` (the node passes
 MLflow child runs) and ``on_progress`` are called after each cell. No Kedro or MLflow here.
+
+The cells are independent (issue #51): after the corpus picks, made here, each cell's training and evaluation
+is a task on the ``data`` group's engine (:func:`curation.shards.executor.run_tasks`: one after another in
+this process, in local worker processes, or as Ray tasks with one GPU each where the cluster has GPUs), and
+the table comes back in the sequential order whatever ran it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from contextlib import nullcontext
+from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
@@ -160,19 +167,106 @@ def draw_seeds(seed: int, seeds: list[int], draws: str) -> dict[int, int]:
     return {int(s): (int(seed) + int(s) if draws == "per_seed" else int(seed)) for s in seeds}
 
 
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One (rung, size, candidate, seed) cell as a task: where its packed tokens are and the config it trains
+    with. The tokens are a file (the pick's packed folder), so a task pickles a path, not the corpus."""
+
+    packed_path: str
+    cfg: PretrainConfig
+
+
+class CellJob:
+    """Train and evaluate one :class:`Cell` (what every cell shares: the tokenizer, the evaluation config, the
+    cache). Pickles as the tokenizer's JSON, so it reaches a pool worker or the Ray object store once."""
+
+    def __init__(self, tokenizer: Any, eval_config: Any, cache: Mapping[str, Any]):
+        self.tokenizer, self.eval_config, self.cache = tokenizer, eval_config, dict(cache)
+
+    def __getstate__(self) -> dict:
+        return {"tokenizer": self.tokenizer.to_str(), "eval_config": self.eval_config, "cache": self.cache}
+
+    def __setstate__(self, state: dict) -> None:
+        import tokenizers
+
+        self.tokenizer = tokenizers.Tokenizer.from_str(state["tokenizer"])
+        self.eval_config, self.cache = state["eval_config"], state["cache"]
+
+    def __call__(self, cell: Cell) -> tuple[dict[str, float], dict[str, float], dict]:
+        """(training metrics, evaluation metrics, per-item values). Each is cached by content
+        (:func:`curation.lm.cached.pretrain`, :func:`curation.evaluation.runs.run_evaluation`): a finished cell
+        loads, a half-trained one resumes from its checkpoint."""
+        from curation.evaluation.config import parse_eval_config
+        from curation.evaluation.runs import run_evaluation
+        from curation.lm.cached import pretrain as pretrain_lm
+        from curation.lm.packing import PackedDataset
+        from curation.shards.executor import task_cpus
+
+        cfg, eval_cfg = cell.cfg, self.eval_config
+        cpus = task_cpus()
+        if cpus is not None:
+            # a worker's share of the CPUs (a pool worker's, a Ray task's reservation): torch's threads within
+            # it, so N cells at once on N x threads cores do not oversubscribe. Threads are not part of a
+            # cell's cache keys (they change float rounding, not what is trained on)
+            cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train,
+                                                                     num_threads=min(cfg.train.num_threads, cpus)))
+            parsed = parse_eval_config(eval_cfg)
+            eval_cfg = dataclasses.replace(parsed, num_threads=min(parsed.num_threads, cpus))
+        packed = PackedDataset(cell.packed_path, seq_len=cfg.train.seq_len)
+        checkpoint, _, train_metrics = pretrain_lm(packed, self.tokenizer, cfg, self.cache)
+        items: dict = {}
+        eval_metrics, _ = run_evaluation(checkpoint, eval_cfg, self.cache, items_out=items)
+        return train_metrics, eval_metrics, items
+
+
+def cell_threads(pretrain: PretrainConfig, eval_config: Any) -> int:
+    """CPUs a cell asks of Ray: the torch threads its training and evaluation are configured with."""
+    from curation.evaluation.config import parse_eval_config
+
+    return max(pretrain.train.num_threads, parse_eval_config(eval_config).num_threads)
+
+
+def engine_settings(data: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`run_cells`' engine keywords from the ``data`` group (``data.engine``, ``data.workers``,
+    ``data.ray_address``; ``inprocess`` is the old name of ``local``)."""
+    data = data or {}
+    name = data.get("engine") or "local"
+    return {"engine": "local" if name == "inprocess" else str(name), "workers": data.get("workers"),
+            "ray_address": data.get("ray_address")}
+
+
+def _sequential(engine: Any) -> bool:
+    return engine.engine == "local" and engine.workers <= 1
+
+
 def run_cells(frames: Frames, candidates: Mapping[str, Any], sizes: list[str], seeds: list[int],
               budget: Mapping[str, Any], pretrain: PretrainConfig, eval_config: Any, seed: int,
               cache: Mapping[str, Any], on_cell: Optional[OnCell] = None,
               on_progress: Optional[Callable[[int, int, str], None]] = None, rungs: Optional[list[int]] = None,
-              draws: str = "one") -> tuple[pd.DataFrame, dict]:
+              draws: str = "one", *, engine: str = "local", workers: Optional[int] = 1,
+              ray_address: Optional[str] = None) -> tuple[pd.DataFrame, dict]:
     """Train and evaluate every (candidate, size, rung, seed) cell: one row per cell (the evaluation's metrics and
     what the cell was made from: ``scale``, ``draw_seed``, ``corpus_digest``) and each cell's per-item values
     ((scale, candidate, seed) -> items). ``rungs``: training tokens per cell, cheapest first (default: the
     ``pretrain`` block's ``max_tokens``); ``draws``: :func:`draw_seeds`.
     Refuses a candidate whose corpus is smaller than the largest rung's training tokens before any cell trains
-    (:class:`TooSmallForBudget`)."""
-    from curation.evaluation.runs import run_evaluation
-    from curation.lm.cached import cached_tokenizer, pretrain as pretrain_lm
+    (:class:`TooSmallForBudget`).
+
+    Where the cells run (issue #51; the ``data`` group's engine, :func:`curation.shards.executor.run_tasks`):
+    ``engine="local"`` with ``workers`` 1 (the default) trains them one after another here, as before;
+    ``workers`` > 1 that many at once in worker processes, each cell's torch threads capped at its share of the
+    CPUs; None as many as the CPUs hold at the cells' configured threads (:func:`cell_threads`); on a machine
+    with CUDA the local engine stays at one cell at a time (N processes would share one GPU; Ray places one
+    cell per GPU). ``engine="ray"`` (``ray_address``: a
+    running cluster, None = a local instance) one Ray task per cell, reserving the CPUs of its configured
+    threads and one GPU when the cluster has GPUs. The corpus picks stay here (cached selections, packed into
+    files a task reads); the table and items come back in the sequential order whatever the engine, with
+    equal values at equal thread counts (tests/pipelines/test_decide_engines.py); ``on_cell`` and
+    ``on_progress`` are called here as each cell finishes (in completion order when cells run at once), so a
+    worker never writes to MLflow."""
+    from curation.cache import cache_dir
+    from curation.lm.cached import cached_tokenizer, packed_digest
+    from curation.shards.executor import EngineConfig, cpus_available, run_tasks
 
     rungs = sorted(int(r) for r in (rungs or [pretrain.train.max_tokens]))
     tokenizer, _ = cached_tokenizer(frames.documents, pretrain.tokenizer, cache)
@@ -185,7 +279,26 @@ def run_cells(frames: Frames, candidates: Mapping[str, Any], sizes: list[str], s
         for draw, corpora in picks.items():
             for name, (packed, _) in corpora.items():
                 _check_one_epoch(name, packed, top)
-    rows, items, done, total = [], {}, 0, len(candidates) * len(sizes) * len(seeds) * len(rungs)
+    if workers is not None and int(workers) < 1:
+        raise ValueError(f"data.workers must be >= 1 or null, got {workers}")
+    # null: as many cells at once as the CPUs hold at their configured threads (a 2-core machine at the
+    # default 2 threads: one, as before)
+    at_once = max(1, cpus_available() // cell_threads(pretrain, eval_config)) if workers is None else int(workers)
+    run = EngineConfig(engine=engine, ray_address=ray_address, workers=at_once, progress=False)
+    if run.engine == "local" and run.workers > 1:
+        import torch
+
+        if torch.cuda.is_available():
+            log.info("decide: CUDA is available: the local engine trains one cell at a time (data.engine=ray "
+                     "places one cell per GPU)")
+            run.workers = 1
+    cells: list[Cell] = []
+    rows: list[dict] = []  # each cell's row before its training and evaluation metrics
+    labels: list[str] = []  # the MLflow child run's name
+    shown: list[str] = []  # the progress line's
+    params: list[dict] = []
+    keys: list[tuple] = []  # what decides a cell's trained model (two cells with equal keys train one model)
+    digests: dict[int, str] = {}
     for tokens in rungs:
         for size in sizes:
             size_cfg = rung_config(size_config(pretrain, size), tokens)
@@ -196,26 +309,62 @@ def run_cells(frames: Frames, candidates: Mapping[str, Any], sizes: list[str], s
                     packed, corpus_metrics = picks[draw][name]
                     cell_cfg = dataclasses.replace(size_cfg, train=dataclasses.replace(size_cfg.train,
                                                                                        seed=int(train_seed)))
-                    checkpoint, _, train_metrics = pretrain_lm(packed, tokenizer, cell_cfg, cache)
-                    cell_items: dict = {}
-                    eval_metrics, _ = run_evaluation(checkpoint, eval_config, cache, items_out=cell_items)
-                    row = {"candidate": name, "size": size, "scale": scale, "rung_tokens": int(tokens),
-                           "seed": int(train_seed), "draw_seed": draw,
-                           "corpus_digest": corpus_metrics.get("corpus_digest", ""),
-                           **{k: v for k, v in corpus_metrics.items() if k != "corpus_digest"}, **train_metrics,
-                           **eval_metrics}
-                    rows.append(row)
-                    items[(scale, name, int(train_seed))] = cell_items
-                    if on_cell is not None:
-                        on_cell(f"{name} / {scale} / seed {train_seed}",
-                                {"candidate": name, "size": size, "rung_tokens": tokens, "seed": train_seed,
-                                 "draw_seed": draw}, row)
-                    done += 1
-                    if on_progress is not None:
-                        on_progress(done, total, f"{name}, {scale}, seed {train_seed}: " + ", ".join(
-                            f"{m} {row[m]:.4g}" for m in ("mc_correct_prob_per_char", "ref_bits_per_byte")
-                            if m in row))
-    return pd.DataFrame(rows), items
+                    cells.append(Cell(str(Path(packed.path).resolve()), cell_cfg))
+                    rows.append({"candidate": name, "size": size, "scale": scale, "rung_tokens": int(tokens),
+                                 "seed": int(train_seed), "draw_seed": draw,
+                                 "corpus_digest": corpus_metrics.get("corpus_digest", ""),
+                                 **{k: v for k, v in corpus_metrics.items() if k != "corpus_digest"}})
+                    labels.append(f"{name} / {scale} / seed {train_seed}")
+                    shown.append(f"{name}, {scale}, seed {train_seed}")
+                    params.append({"candidate": name, "size": size, "rung_tokens": tokens, "seed": train_seed,
+                                   "draw_seed": draw})
+                    if not _sequential(run) and id(packed) not in digests:
+                        digests[id(packed)] = packed_digest(packed)
+                    keys.append((digests.get(id(packed)), size, int(tokens), int(train_seed)))
+
+    if not _sequential(run):
+        # a task may run on another machine or in another working directory: the cache by its absolute path
+        directory = cache_dir(cache)
+        cache = {**cache, "dir": str(directory)} if directory is not None else dict(cache)
+    job = CellJob(tokenizer, eval_config, cache)
+    total, done = len(cells), [0]
+    out: list[Optional[dict]] = [None] * total
+    found: list[Optional[dict]] = [None] * total
+
+    def finished(i: int, result: tuple[dict[str, float], dict[str, float], dict]) -> None:
+        train_metrics, eval_metrics, cell_items = result
+        row = {**rows[i], **train_metrics, **eval_metrics}
+        out[i] = row
+        found[i] = cell_items
+        if on_cell is not None:
+            on_cell(labels[i], params[i], row)
+        done[0] += 1
+        if on_progress is not None:
+            on_progress(done[0], total, shown[i] + ": " + ", ".join(
+                f"{m} {row[m]:.4g}" for m in ("mc_correct_prob_per_char", "ref_bits_per_byte") if m in row))
+
+    # Cells that would train the same model (two candidates that picked the same tokens) must not train it at
+    # once in one cache folder: the first of each key in the sequential order runs in the first round, the
+    # others after it (cache hits, as in a sequential run).
+    first_of: dict[tuple, int] = {}
+    for i, key in enumerate(keys):
+        first_of.setdefault(key, i)
+    rounds = [list(range(total))] if _sequential(run) else [
+        [i for i in range(total) if first_of[keys[i]] == i], [i for i in range(total) if first_of[keys[i]] != i]]
+    gpus = "auto"  # one GPU per cell where Ray sees GPUs (Lightning's accelerator is auto: the cell trains there)
+    threads = cell_threads(pretrain, eval_config)
+    session = nullcontext()
+    if run.engine == "ray" and rounds[-1]:
+        from curation.shards.executor import ray_session
+
+        session = ray_session(run)  # both rounds in one Ray session
+    with session:
+        for chosen in (r for r in rounds if r):
+            run_tasks(job, [cells[i] for i in chosen], run, names=[labels[i] for i in chosen], desc="decide",
+                      what="cell", num_cpus=threads, num_gpus=gpus,
+                      on_result=lambda j, result, chosen=chosen: finished(chosen[j], result))
+    items = {(row["scale"], row["candidate"], row["seed"]): cell_items for row, cell_items in zip(rows, found)}
+    return pd.DataFrame(out), items
 
 
 def progress_printer(started: Optional[float] = None) -> Callable[[int, int, str], None]:

@@ -1,7 +1,8 @@
 """Decide nodes (issue #38): every candidate selection at one token budget -> K seeds of a small LM per
 (candidate, model size) -> the decisions table, heat map and recommendation.
 
-The cells are :func:`curation.decide.cells.run_cells` (one process, each cell cached by content, so a killed
+The cells are :func:`curation.decide.cells.run_cells` (tasks on the ``data`` group's engine: one process, local
+workers or Ray; each cell cached by content, so a killed
 ``curate experiment=decide`` re-run recomputes only the unfinished cells); each finished cell is an MLflow
 child run of the job's run. The report is :func:`curation.reporting.decide.build_report`.
 """
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from curation.lm import parse_config
-from curation.decide.cells import Frames, progress_printer, run_cells
+from curation.decide.cells import Frames, engine_settings, progress_printer, run_cells
 from curation.reporting.decide import DECISION_METRICS, build_report, parse_decide
 from curation.reporting.decide_items import items_frame, items_from_frame
 
@@ -39,6 +40,7 @@ def run_decide_cells(
     documents: pd.DataFrame, scores: pd.DataFrame, embeddings: np.ndarray, pruned_scores: pd.DataFrame,
     pruned_embeddings: np.ndarray, decide: dict[str, Any], budget: dict[str, Any], pretrain: dict[str, Any],
     eval: dict[str, Any], run: dict[str, Any], cache: dict[str, Any], fits: dict[str, float],
+    data: dict[str, Any] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """The cell table (one row per candidate, size and seed: the decision metrics and what the cell was made
     from), each cell's per-item evaluation values, and the run's metrics."""
@@ -50,7 +52,8 @@ def run_decide_cells(
         frames, cfg.candidates, cfg.sizes, cfg.seeds, budget, parse_config(pretrain), eval, int(run["seed"]), cache,
         on_cell=lambda name, params, row: children(name, params, {k: float(row[k]) for k in (
             *DECISION_METRICS, *CELL_METRICS) if k in row}),
-        on_progress=progress_printer(started), rungs=cfg.rungs, draws=cfg.draws)
+        on_progress=progress_printer(started), rungs=cfg.rungs, draws=cfg.draws,
+        **engine_settings(data))  # the cells as tasks on the data group's engine (issue #51)
     keep = [c for c in ("candidate", "size", "scale", "rung_tokens", "seed", "draw_seed", "corpus_digest",
                         *DECISION_METRICS, *CELL_METRICS) if c in cells.columns]
     metrics = {"decide_cells": float(len(cells)), "decide_seconds": time.perf_counter() - started,

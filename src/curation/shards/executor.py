@@ -13,6 +13,10 @@ its outputs and counts. The engine
 Both engines write through the same :func:`run_one`, so their outputs are byte-identical
 shard for shard (the Ray test checks the digests, ``tests/shards/test_workers.py`` the local pool's).
 
+:func:`run_tasks` is the same engines for work that is not a shard (the cells of ``decide``: one
+model trained and evaluated per task): ``fn(task)`` returns a value, not files, and the values come
+back in task order; the pool, the Ray session and the failure handling are the ones shards use.
+
 The local engine with ``workers > 1`` runs :func:`run_one` in a ``ProcessPoolExecutor`` started
 once per :func:`run_shards` call: ``fn`` and the output folders reach each worker once (the pool's
 initializer), a task pickles only its :class:`ShardTask`, and at most ``workers`` shards are
@@ -30,6 +34,7 @@ import os
 import pickle
 import select
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -38,8 +43,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -50,6 +56,8 @@ from curation.shards.store import ShardWriter
 log = logging.getLogger(__name__)
 
 ShardValue = pd.DataFrame | np.ndarray
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -167,28 +175,94 @@ def run_shards(
             if engine.progress:
                 log.info("%s: shard %s done (%d/%d pending) in %.1fs", desc, task.name, i, len(pending),
                          stats["shard_seconds"])
-    elif engine.engine == "local":
-        _run_pool(fn, pending, outputs, engine, desc)
-    elif engine.engine == "ray":
-        _run_ray(fn, pending, outputs, engine, desc)
+    elif engine.engine in ("local", "ray"):
+        job = partial(run_one, fn, outputs=dict(outputs))
+        pending_names = [t.name for t in pending]
+        workers = min(engine.workers, len(pending))
+        done = [0]
+
+        def progress(i: int, stats: dict[str, float]) -> None:
+            done[0] += 1
+            if engine.progress:
+                where = f"{workers} workers" if engine.engine == "local" else "ray"
+                log.info("%s: shard %s done (%d/%d pending, %s) in %.1fs", desc, pending_names[i], done[0],
+                         len(pending), where, stats["shard_seconds"])
+
+        if engine.engine == "local":
+            _pool_map(job, pending, pending_names, engine, desc, "shard", progress)
+        else:
+            _ray_map(job, pending, pending_names, engine, progress, engine.ray_num_cpus, engine.ray_num_gpus)
     else:
         raise ValueError(f"engine must be 'local' or 'ray', got {engine.engine!r}")
     first = next(iter(writers.values()))
     return [first.stats(n) for n in names]
 
 
+def run_tasks(fn: Callable[[T], R], tasks: Sequence[T], engine: EngineConfig | None = None, *,
+              names: Sequence[str] | None = None, desc: str = "tasks", what: str = "task",
+              num_cpus: float | None = None, num_gpus: float | str | None = None,
+              on_result: Callable[[int, R], None] | None = None) -> list[R]:
+    """``fn(task)`` for every task on ``engine``; the results in task order.
+
+    The engines of :func:`run_shards`, for work whose result is a value (it must pickle), not shard
+    files: ``local`` with ``workers`` <= 1 (or one task) calls ``fn`` here, in order; ``local`` with more
+    runs it in the pool shards use (``fn`` reaches each worker once, a task pickles alone, a worker's
+    thread pools get its share of the CPUs: :func:`task_cpus`); ``ray`` runs one Ray task per task
+    (``num_cpus`` / ``num_gpus`` each, default ``engine.ray_num_cpus`` / ``ray_num_gpus``; ``"auto"`` GPUs
+    = one when the cluster has any), ``fn`` put in the object store once. ``on_result(i, result)`` is
+    called here, in the driver, as each task finishes (in completion order: what must not be done by a
+    worker, such as logging to MLflow, goes there). ``fn`` must be safe to run at once on different tasks;
+    resuming is ``fn``'s own (a cache), this function keeps no markers. ``names`` (default the indices)
+    and ``what`` name the tasks in errors."""
+    engine = engine or EngineConfig()
+    labels = [str(n) for n in names] if names is not None else [str(i) for i in range(len(tasks))]
+    if len(labels) != len(tasks):
+        raise ValueError(f"{desc}: {len(labels)} names for {len(tasks)} tasks")
+    results: list[Any] = [None] * len(tasks)
+
+    def done(i: int, result: R) -> None:
+        results[i] = result
+        if on_result is not None:
+            on_result(i, result)
+
+    if engine.engine == "local" and (engine.workers <= 1 or len(tasks) <= 1):
+        for i, task in enumerate(tasks):
+            done(i, fn(task))
+    elif engine.engine == "local":
+        _pool_map(fn, tasks, labels, engine, desc, what, done)
+    elif engine.engine == "ray":
+        _ray_map(fn, tasks, labels, engine, done, engine.ray_num_cpus if num_cpus is None else num_cpus,
+                 engine.ray_num_gpus if num_gpus is None else num_gpus)
+    else:
+        raise ValueError(f"engine must be 'local' or 'ray', got {engine.engine!r}")
+    return results
+
+
+def task_cpus() -> int | None:
+    """The CPUs the engine gave the task running in this process: its share in a local pool worker, the CPUs
+    a Ray task reserved; None in the driver (nothing set them: the caller's own settings hold)."""
+    if _WORKER_CPUS:
+        return _WORKER_CPUS
+    ray = sys.modules.get("ray")  # a Ray worker has imported Ray; the driver of a local run need not
+    if ray is not None and ray.is_initialized():
+        context = ray.get_runtime_context()
+        if context.worker.mode == ray.WORKER_MODE:
+            cpus = context.get_assigned_resources().get("CPU")
+            return max(1, int(cpus)) if cpus else None
+    return None
+
+
 # --- the local engine's worker pool -------------------------------------------------------------
 
-_WORKER_CPUS = 0  # in a shard worker: its share of the driver's CPUs (cpus_available)
-_WORKER_JOB: tuple[Callable[[Any, str], ShardResult], dict] | None = None  # fn and outputs, set once per worker
+_WORKER_CPUS = 0  # in a pool worker: its share of the driver's CPUs (cpus_available)
+_WORKER_JOB: Callable[[Any], Any] | None = None  # what a task runs (set once per worker): run_one's partial, or fn
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def _init_worker(parent_pid: int, fn: Callable[[Any, str], ShardResult], outputs: dict, cpus: int,
-                 tmp: str | None) -> None:
-    """A shard worker's start: die with the driver, take ``fn`` and the outputs once, use its share
-    of the CPUs for thread pools (torch, BLAS; as Ray's ``OMP_NUM_THREADS`` for a task's CPUs), and
-    the driver's temporary folder."""
+def _init_worker(parent_pid: int, job: Callable[[Any], Any], cpus: int, tmp: str | None) -> None:
+    """A worker's start: die with the driver, take ``job`` (a shard's :func:`run_one` with its ``fn`` and
+    outputs, or :func:`run_tasks`' ``fn``) once, use its share of the CPUs for thread pools (torch, BLAS;
+    as Ray's ``OMP_NUM_THREADS`` for a task's CPUs), and the driver's temporary folder."""
     global _WORKER_CPUS, _WORKER_JOB
     from curation.processes import die_with_parent
 
@@ -212,7 +286,7 @@ def _init_worker(parent_pid: int, fn: Callable[[Any, str], ShardResult], outputs
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if tmp:
         tempfile.tempdir = tmp
-    _WORKER_JOB = (fn, outputs)
+    _WORKER_JOB = job
 
 
 def _end_with(pid: int) -> None:
@@ -241,11 +315,10 @@ def _end_with(pid: int) -> None:
     threading.Thread(target=watch, name="end-with-driver", daemon=True).start()
 
 
-def _run_in_worker(task: ShardTask) -> dict[str, float]:
-    assert _WORKER_JOB is not None, "a shard worker runs only after _init_worker"
-    fn, outputs = _WORKER_JOB
+def _run_in_worker(task: Any) -> Any:
+    assert _WORKER_JOB is not None, "a pool worker runs only after _init_worker"
     try:
-        return run_one(fn, task, outputs)
+        return _WORKER_JOB(task)
     except Exception as err:
         try:  # the error goes back to the driver pickled; one that does not unpickle would break the pool
             pickle.loads(pickle.dumps(err))
@@ -287,42 +360,42 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _run_pool(fn, pending: Sequence[ShardTask], outputs, engine: EngineConfig, desc: str) -> None:
-    workers = min(engine.workers, len(pending))
+def _pool_map(job: Callable[[Any], Any], tasks: Sequence[Any], names: Sequence[str], engine: EngineConfig,
+              desc: str, what: str, done: Callable[[int, Any], None]) -> None:
+    """``job(task)`` for every task in a pool of ``engine.workers`` processes; ``done(i, result)`` here as each
+    finishes."""
+    workers = min(engine.workers, len(tasks))
     cpus = max(1, cpus_available() // workers)
-    queue = list(pending)
-    in_flight: dict[Future, str] = {}
-    done = 0
+    queue = list(enumerate(tasks))
+    in_flight: dict[Future, int] = {}
     with ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_init_worker,
-                             initargs=(os.getpid(), fn, dict(outputs), cpus, tempfile.tempdir)) as pool:
+                             initargs=(os.getpid(), job, cpus, tempfile.tempdir)) as pool:
         try:
-            # Bounded submission: at most ``workers`` shards in flight, each loaded in its worker only.
+            # Bounded submission: at most ``workers`` tasks in flight, each loaded in its worker only.
             while queue or in_flight:
                 while queue and len(in_flight) < workers:
-                    task = queue.pop(0)
-                    in_flight[pool.submit(_run_in_worker, task)] = task.name
+                    i, task = queue.pop(0)
+                    in_flight[pool.submit(_run_in_worker, task)] = i
                 finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
                 for future in finished:
-                    name = in_flight[future]
+                    i = in_flight[future]
                     try:
-                        stats = future.result()
+                        result = future.result()
                     except BrokenProcessPool as err:
-                        running = sorted(in_flight.values())
+                        running = sorted(names[j] for j in in_flight.values())
                         raise RuntimeError(
                             f"{desc}: a worker process died (killed, out of memory, a crash in native code, or a "
                             f"script without `if __name__ == '__main__':`) "
-                            f"while shard(s) {', '.join(running)} ran; finished shards are kept: a re-run "
-                            f"resumes after them (data.workers=1 runs the shards in this process)") from err
+                            f"while {what}(s) {', '.join(running)} ran; finished {what}s are kept: a re-run "
+                            f"resumes after them (data.workers=1 runs the {what}s in this process)") from err
                     except Exception:
-                        log.error("%s: shard %s failed", desc, name)
+                        log.error("%s: %s %s failed", desc, what, names[i])
                         raise
                     del in_flight[future]
-                    done += 1
-                    if engine.progress:
-                        log.info("%s: shard %s done (%d/%d pending, %d workers) in %.1fs", desc, name, done,
-                                 len(pending), workers, stats["shard_seconds"])
+                    done(i, result)
         except BaseException:
-            # the shards already running finish (and are marked complete); none is started after an error
+            # the tasks already running finish (a shard is marked complete, a cell cached); none is started
+            # after an error
             pool.shutdown(wait=True, cancel_futures=True)
             raise
 
@@ -386,29 +459,34 @@ def gpus_per_task(setting: float | str, cluster_resources: Mapping[str, float]) 
     return value
 
 
-def _run_ray(fn, pending: Sequence[ShardTask], outputs, engine: EngineConfig, desc: str) -> None:
+def _call(job: Callable[[Any], Any], task: Any) -> Any:
+    """A Ray task: ``job`` comes from the object store (put once per run), ``task`` with the call."""
+    return job(task)
+
+
+def _ray_map(job: Callable[[Any], Any], tasks: Sequence[Any], names: Sequence[str], engine: EngineConfig,
+             done: Callable[[int, Any], None], num_cpus: float, num_gpus: float | str) -> None:
+    """``job(task)`` as one Ray task per task; ``done(i, result)`` here as each finishes."""
     with ray_session(engine) as ray:
-        gpus = gpus_per_task(engine.ray_num_gpus, ray.cluster_resources())
-        remote = ray.remote(num_cpus=engine.ray_num_cpus, num_gpus=gpus, max_retries=2,
-                            retry_exceptions=False)(run_one)
+        gpus = gpus_per_task(num_gpus, ray.cluster_resources())
+        # a task asking more CPUs than any node has would wait for ever: at most the largest node's
+        largest = max((float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")), default=1.0)
+        cpus = min(float(num_cpus), largest) if largest > 0 else float(num_cpus)
+        remote = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=2, retry_exceptions=False)(_call)
+        job_ref = ray.put(job)
         limit = engine.max_in_flight or max(2, int(2 * ray.cluster_resources().get("CPU", 1)))
-        queue = list(pending)
-        in_flight: dict[Any, str] = {}
-        done = 0
-        # Bounded submission: at most ``limit`` shards are in flight, so the object store and the
-        # driver hold a few shards' stats, never the corpus.
+        queue = list(enumerate(tasks))
+        in_flight: dict[Any, int] = {}
+        # Bounded submission: at most ``limit`` tasks are in flight, so the object store and the
+        # driver hold a few tasks' results, never the corpus.
         while queue or in_flight:
             while queue and len(in_flight) < limit:
-                task = queue.pop(0)
-                in_flight[remote.remote(fn, task, dict(outputs))] = task.name
+                i, task = queue.pop(0)
+                in_flight[remote.options(name=names[i]).remote(job_ref, task)] = i
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in ready:
-                name = in_flight.pop(ref)
-                stats = ray.get(ref)  # an error in fn is raised here, not retried (retry_exceptions=False)
-                done += 1
-                if engine.progress:
-                    log.info("%s [ray]: shard %s done (%d/%d) in %.1fs", desc, name, done, len(pending),
-                             stats["shard_seconds"])
+                i = in_flight.pop(ref)
+                done(i, ray.get(ref))  # an error in the job is raised here, not retried (retry_exceptions=False)
 
 
 def sum_stats(per_shard: Sequence[Mapping[str, float]]) -> dict[str, float]:

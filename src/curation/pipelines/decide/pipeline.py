@@ -25,7 +25,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 run_decide_cells,
                 inputs=["documents@frame", "scores@frame", "embeddings@frame", "pruned_scores@frame",
                         "pruned_embeddings@frame", "params:decide", "params:budget", "params:pretrain", "params:eval",
-                        "params:run", "params:cache", "decide_fit_metrics"],
+                        "params:run", "params:cache", "decide_fit_metrics", "params:data"],
                 outputs=["decide_cells_table", "decide_items", "decide_run_metrics"],
                 name="run_decide_cells_node",
             ),
