@@ -196,6 +196,8 @@ class CellJob:
         """(training metrics, evaluation metrics, per-item values). Each is cached by content
         (:func:`curation.lm.cached.pretrain`, :func:`curation.evaluation.runs.run_evaluation`): a finished cell
         loads, a half-trained one resumes from its checkpoint."""
+        import torch
+
         from curation.evaluation.config import parse_eval_config
         from curation.evaluation.runs import run_evaluation
         from curation.lm.cached import pretrain as pretrain_lm
@@ -214,6 +216,11 @@ class CellJob:
             eval_cfg = dataclasses.replace(parsed, num_threads=min(parsed.num_threads, cpus))
         packed = PackedDataset(cell.packed_path, seq_len=cfg.train.seq_len)
         checkpoint, _, train_metrics = pretrain_lm(packed, self.tokenizer, cfg, self.cache)
+        if torch.cuda.is_available():
+            # the trainer returns the model on the CPU; where the cell trained on a GPU (Lightning's accelerator
+            # is auto; a Ray task sees only the GPU it reserved) it is scored there too, as the earlier GPU cells
+            # were (benchmarks/pretraining/gpu_cells.py): on these records scoring took longer than training
+            checkpoint.model.to("cuda")
         items: dict = {}
         eval_metrics, _ = run_evaluation(checkpoint, eval_cfg, self.cache, items_out=items)
         return train_metrics, eval_metrics, items
@@ -344,22 +351,22 @@ def run_cells(frames: Frames, candidates: Mapping[str, Any], sizes: list[str], s
                 f"{m} {row[m]:.4g}" for m in ("mc_correct_prob_per_char", "ref_bits_per_byte") if m in row))
 
     # Cells that would train the same model (two candidates that picked the same tokens) must not train it at
-    # once in one cache folder: the first of each key in the sequential order runs in the first round, the
+    # once in one cache folder: the first of each key in the sequential order runs in the first wave, the
     # others after it (cache hits, as in a sequential run).
     first_of: dict[tuple, int] = {}
     for i, key in enumerate(keys):
         first_of.setdefault(key, i)
-    rounds = [list(range(total))] if _sequential(run) else [
+    waves = [list(range(total))] if _sequential(run) else [
         [i for i in range(total) if first_of[keys[i]] == i], [i for i in range(total) if first_of[keys[i]] != i]]
     gpus = "auto"  # one GPU per cell where Ray sees GPUs (Lightning's accelerator is auto: the cell trains there)
     threads = cell_threads(pretrain, eval_config)
     session = nullcontext()
-    if run.engine == "ray" and rounds[-1]:
+    if run.engine == "ray" and waves[-1]:
         from curation.shards.executor import ray_session
 
-        session = ray_session(run)  # both rounds in one Ray session
+        session = ray_session(run)  # both waves in one Ray session
     with session:
-        for chosen in (r for r in rounds if r):
+        for chosen in (w for w in waves if w):
             run_tasks(job, [cells[i] for i in chosen], run, names=[labels[i] for i in chosen], desc="decide",
                       what="cell", num_cpus=threads, num_gpus=gpus,
                       on_result=lambda j, result, chosen=chosen: finished(chosen[j], result))
