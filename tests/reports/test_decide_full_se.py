@@ -210,7 +210,7 @@ def test_metric_disagreement_is_the_first_paragraph():
          "p_holm": 1e-4, "decided": True, "winner": "b"}])
     text = recommendation(cells, table, METRIC, "set by decide.headline", scale="tiny@262144")
     body = [line for line in text.splitlines()[1:] if line.strip()]
-    assert body[0].startswith("**Metrics disagree at tiny@262144:**")
+    assert body[0].startswith("**Metrics disagree at tiny@262144** (each metric Holm-corrected on its own; only")
     assert "`mc_correct_prob_per_char` says `a`" in text and "`ref_bits_per_byte` says `b`" in text
     assert text.index("Metrics disagree") < text.index("Headline metric")
     assert "bits per byte" in text  # what the metric measures is said

@@ -1,5 +1,5 @@
-"""The decide report's headline metric (issue #43 item 2): a rule fixed before any comparison, the metric with the
-largest signal-to-noise ratio at the top scale; exact ties keep DataDecide's choice, then DECISION_METRICS' order;
+"""The decide report's headline metric (issue #43 item 2, #51 item 1): named before the run by default; with
+``auto``, the metric with the largest signal-to-noise ratio at the top scale; exact ties keep DataDecide's choice, then DECISION_METRICS' order;
 a set metric wins; nothing measured falls back to DataDecide's choice."""
 
 from __future__ import annotations
@@ -36,4 +36,14 @@ def test_nothing_measured_falls_back_and_a_set_metric_wins():
     assert headline_metric(None)[0] == DEFAULT_HEADLINE
     assert headline_metric(_snr([("average", float("nan"))]), scale="tiny@262144")[0] == DEFAULT_HEADLINE
     assert headline_metric(_snr([("average", 2.0)]), "ref_bits_per_byte") == (
-        "ref_bits_per_byte", "set by decide.headline")
+        "ref_bits_per_byte", "named before the run by decide.headline")
+
+
+def test_the_default_headline_is_named_before_the_run():
+    """Issue #51: by default the headline is not picked from the run's cells (``auto`` stays available)."""
+    from curation.reporting.decide import DecideConfig
+
+    cfg = DecideConfig(candidates={"random": {}, "b": {}})
+    assert cfg.headline == DEFAULT_HEADLINE == "mc_correct_prob_per_char"
+    metric, why = headline_metric(_snr([("ref_bits_per_byte", 9.0)]), cfg.headline, scale="tiny@262144")
+    assert metric == DEFAULT_HEADLINE and "named before the run, from the committed evidence" in why

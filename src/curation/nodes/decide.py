@@ -54,14 +54,46 @@ def run_decide_cells(
             *DECISION_METRICS, *CELL_METRICS) if k in row}),
         on_progress=progress_printer(started), rungs=cfg.rungs, draws=cfg.draws,
         **engine_settings(data))  # the cells as tasks on the data group's engine (issue #51)
-    keep = [c for c in ("candidate", "size", "scale", "rung_tokens", "seed", "draw_seed", "corpus_digest",
+    cells, items, stop = _seed_rounds(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, children,
+                                      started)
+    keep = [c for c in ("candidate", "size", "scale", "rung_tokens", "seed", "draw_seed", "round", "corpus_digest",
                         *DECISION_METRICS, *CELL_METRICS) if c in cells.columns]
     metrics = {"decide_cells": float(len(cells)), "decide_seconds": time.perf_counter() - started,
                "decide_candidates": float(len(cfg.candidates)), "decide_sizes": float(len(cfg.sizes)),
                "decide_max_epochs": float(cells["epochs"].max()),
                "decide_budget_tokens": float(cells["budget_tokens"].iloc[0]) if "budget_tokens" in cells else np.nan,
-               "decide_scales": float(cells["scale"].nunique()), **fits}
+               "decide_scales": float(cells["scale"].nunique()), "decide_rounds": float(stop.rounds),
+               "decide_max_seeds_reached": float(max(stop.seeds.values())), **fits}
     return cells[keep], items_frame(items), metrics
+
+
+def _seed_rounds(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, children, started):
+    """Rounds of one seed at the top scale while the leader is undecided (:mod:`curation.decide.rounds`), each
+    new cell an MLflow child run like the first round's."""
+    from curation.decide.cells import scale_label
+    from curation.decide.rounds import add_seed_rounds, top_scale
+    from curation.reporting.decide_stats import chance_levels
+
+    _, size, tokens = top_scale(cells)
+    printer: list = []
+
+    def run_more(names: list[str], seed: int):
+        printer.append(progress_printer())
+        return run_cells(
+            frames, {n: cfg.candidates[n] for n in names}, [size], [seed], budget, parse_config(pretrain), eval,
+            int(run["seed"]), cache, on_cell=lambda name, params, row: children(name, params, {
+                k: float(row[k]) for k in (*DECISION_METRICS, *CELL_METRICS) if k in row}),
+            on_progress=printer[-1], rungs=[tokens], draws=cfg.draws, **engine_settings(data))
+
+    def announce(round_: int, names: list[str], why: str) -> None:
+        print(f"[decide] round {round_} at {scale_label(size, tokens)}: one more seed for {', '.join(names)} ({why})",
+              flush=True)
+
+    cells, items, stop = add_seed_rounds(cells, items, cfg, run_more, chance=chance_levels(eval), started=started,
+                                         on_round=announce)
+    seeds = ", ".join(f"{c} {n}" for c, n in stop.seeds.items())
+    print(f"[decide] stopped after {stop.rounds} round(s): {stop.reason}. Seeds: {seeds}", flush=True)
+    return cells, items, stop
 
 
 def report_decisions(decide_cells: pd.DataFrame, decide_items: pd.DataFrame, decide: dict[str, Any],

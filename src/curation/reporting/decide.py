@@ -43,19 +43,30 @@ class DecideConfig:
     sizes: model presets, each trained on the same tokens (``tiny`` = the ``pretrain`` group as composed;
     other names are :data:`curation.lm.config.PRESETS` with the composed tokenizer and ``train`` block);
     seeds: training seeds per (candidate, size); reference: the candidate the heat map compares with;
-    headline: the metric the recommendation ranks on (``auto``: the one whose decisions hold best across
-    sizes, :func:`headline_metric`, else :data:`DEFAULT_HEADLINE`).
+    headline: the metric the recommendation claims on, named before the run (default :data:`DEFAULT_HEADLINE`,
+    chosen from the committed evidence: docs/pretraining.md#decide); ``auto``: the largest signal-to-noise on the
+    run's own cells (:func:`headline_metric`), and then every metric's pairs are one multiple-comparison family;
+    max_seeds: seeds a candidate may reach by the rounds that add seeds where the leader is undecided
+    (:mod:`curation.decide.rounds`; None: the first seeds only, the fixed design); max_cells / max_hours: caps on
+    the cells trained and the wall time the rounds may reach; spending: how the looks share the level
+    (:mod:`curation.reporting.decide_sequential`); equivalence: a margin on the headline below which a runner-up
+    whose 90% interval of the difference lies within +-margin stops receiving seeds (None: never).
     """
 
     candidates: dict[str, Any] = field(default_factory=dict)
     sizes: list[str] = field(default_factory=lambda: ["tiny"])
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     reference: str = "random"
-    headline: str = "auto"
+    headline: str = DEFAULT_HEADLINE
     rungs: Optional[list[int]] = None  # the compute ladder: training tokens per cell, one rung each (null: the
     # pretrain block's max_tokens, one rung); decision accuracy is measured against the top rung
     draws: str = "per_seed"  # per_seed: each training seed trains on its own selection draw (seed + training
     # seed), so a stochastic selection's own randomness is in the spread; one: one draw for every seed
+    max_seeds: Optional[int] = None  # seeds a candidate may reach (rounds of one seed where the leader is undecided)
+    max_cells: Optional[int] = None  # cap on the cells of the whole run (first round included)
+    max_hours: Optional[float] = None  # cap on the wall time: no round starts that the last round's pace says ends later
+    spending: str = "obf"  # alpha spending over the looks: obf (O'Brien-Fleming-like) or pocock
+    equivalence: Optional[float] = None  # headline margin: a runner-up decided equal within it gets no more seeds
     paper: Optional[str] = None  # "table2": also set the decisions against DATAMASK Table 2's order (candidate
     # names as table2_tiny's corpora: raw, semdedup, edu, ultrafineweb, dclm, datamask_paper, ...)
 
@@ -72,6 +83,17 @@ class DecideConfig:
               f"auto or one of {list(DECISION_METRICS)}")
         check(self.paper in (None, "table2"), "paper", self.paper, "null or table2")
         check(self.draws in ("per_seed", "one"), "draws", self.draws, "per_seed or one")
+        check(self.max_seeds is None or (isinstance(self.max_seeds, int) and self.max_seeds >= len(self.seeds)),
+              "max_seeds", self.max_seeds, f"null or an integer >= the {len(self.seeds)} seeds of decide.seeds")
+        check(self.max_cells is None or (isinstance(self.max_cells, int) and self.max_cells > 0), "max_cells",
+              self.max_cells, "null or a positive number of cells")
+        check(self.max_hours is None or float(self.max_hours) > 0, "max_hours", self.max_hours,
+              "null or a positive number of hours")
+        from curation.reporting.decide_sequential import SPENDING
+
+        check(self.spending in SPENDING, "spending", self.spending, f"one of {list(SPENDING)}")
+        check(self.equivalence is None or float(self.equivalence) > 0, "equivalence", self.equivalence,
+              "null or a positive margin on the headline metric")
         if self.rungs is not None:
             check(len(self.rungs) >= 1 and all(isinstance(r, int) and r > 0 for r in self.rungs)
                   and len(set(self.rungs)) == len(self.rungs), "rungs", self.rungs,
@@ -191,7 +213,9 @@ def headline_metric(snr: Optional[pd.DataFrame], requested: str = "auto",
     signal_to_noise`; exact ties keep DataDecide's choice, then DECISION_METRICS' order); else
     :data:`DEFAULT_HEADLINE`."""
     if requested != "auto":
-        return requested, "set by decide.headline"
+        why = ("named before the run, from the committed evidence (decide.headline; docs/pretraining.md#decide)"
+               if requested == DEFAULT_HEADLINE else "named before the run by decide.headline")
+        return requested, why
     if snr is None or snr.empty:
         return DEFAULT_HEADLINE, "DataDecide's choice: no signal-to-noise could be measured"
     part = snr[snr["scale"].astype(str) == str(scale)] if scale is not None else snr
@@ -255,6 +279,75 @@ def item_vs_seed(cells: pd.DataFrame, items: Mapping[tuple, Mapping], n_items: i
     return pd.DataFrame(rows)
 
 
+def _top_scale_sequential(table: pd.DataFrame, cells: pd.DataFrame, items: Optional[Mapping[tuple, Mapping]],
+                          cfg: DecideConfig, top: str, order: Sequence[str],
+                          restrict: Optional[Mapping[str, Sequence[str]]]) -> pd.DataFrame:
+    """The top scale's rows decided over the rounds' looks and the family the headline rule asks for
+    (:func:`curation.reporting.decide_sequential.sequential_decisions`): with one round, ``max_seeds`` unset and
+    a named headline this is the fixed design, the table as it was; the lower scales keep one look each (the
+    rounds add seeds at the top scale only)."""
+    from curation.reporting.decide_sequential import relabel, sequential_decisions
+
+    family = "all" if cfg.headline == "auto" else "metric"
+    at_top = cells[cells["scale"].astype(str) == str(top)]
+    rounds = sorted(set(at_top["round"].astype(int))) if "round" in at_top else [1]
+    table = table.assign(p_seq=table["p"], looks=1, decided_at_seeds=np.where(table["decided"], table["seeds"], 0),
+                         family=table["metric"])
+    if len(rounds) == 1 and cfg.max_seeds is None and family == "metric":
+        return table
+    per_round = [decision_table(at_top[at_top["round"].astype(int) <= r] if "round" in at_top else at_top, items,
+                                order=order, tasks=restrict) for r in rounds]
+    seq = relabel(sequential_decisions(per_round, cfg.max_seeds, family, kind=cfg.spending))
+    rest = table[table["scale"].astype(str) != str(top)]
+    return pd.concat([rest, seq[table.columns]], ignore_index=True)
+
+
+def _stop(cells: pd.DataFrame, items: Optional[Mapping[tuple, Mapping]], table: pd.DataFrame, cfg: DecideConfig,
+          headline: str, top: str, restrict: Optional[Mapping[str, Sequence[str]]]) -> str:
+    from curation.reporting.decide_stats import cell_metric
+
+    at_top = cells[cells["scale"].astype(str) == str(top)]
+    values = cell_metric(at_top, items, headline, (restrict or {}).get(headline))
+    rows = table[(table["scale"].astype(str) == str(top)) & (table["metric"] == headline)]
+    return stop_reason(at_top, values, rows, cfg, headline)
+
+
+def round_state(at_top: pd.DataFrame, values: pd.Series, rows: pd.DataFrame,
+                equivalence: Optional[float]) -> tuple[dict[str, float], dict, dict]:
+    """(means, decided, equal) on the headline at the top scale, what the seed rounds' rule reads
+    (:func:`curation.reporting.decide_sequential.next_round`): each candidate's seed mean over all its cells
+    (``values``: the cells' headline values), each pair's decision (``rows``: the headline's decision rows) and
+    each pair decided equal within ``equivalence`` (its 90% interval, mean +- 1.645 se, inside +-margin: two
+    one-sided tests at 5%)."""
+    means = values.groupby(at_top["candidate"]).mean().to_dict()
+    decided = {frozenset((r["corpus_a"], r["corpus_b"])): bool(r["decided"]) for _, r in rows.iterrows()}
+    equal = {}
+    if equivalence is not None:
+        equal = {frozenset((r["corpus_a"], r["corpus_b"])): bool(abs(r["mean_diff"]) + 1.645 * r["se"]
+                                                                 < float(equivalence))
+                 for _, r in rows.iterrows() if np.isfinite(r["se"])}
+    return means, decided, equal
+
+
+def stop_reason(at_top: pd.DataFrame, values: pd.Series, rows: pd.DataFrame, cfg: DecideConfig,
+                headline: str) -> str:
+    """Why the seed rounds stopped, read from the finished cells (the rounds' rule is a function of them:
+    :func:`curation.decide.rounds.add_seed_rounds`); a rule that still wanted seeds means a cap stopped it."""
+    from curation.reporting.decide_sequential import next_round
+    from curation.reporting.decisions import higher_is_better
+
+    if cfg.max_seeds is None:
+        return "decide.max_seeds is unset: one look at the first seeds (the fixed design)"
+    means, decided, equal = round_state(at_top, values, rows, cfg.equivalence)
+    seeds = at_top.groupby("candidate")["seed"].nunique().to_dict()
+    want, why = next_round(means, decided, seeds, int(cfg.max_seeds), higher_is_better(headline), equal)
+    if not want:
+        return why
+    caps = [f"decide.max_cells={cfg.max_cells}" if cfg.max_cells else "",
+            f"decide.max_hours={cfg.max_hours}" if cfg.max_hours else ""]
+    return f"a cap ({' or '.join(c for c in caps if c) or 'the run was cut short'}) stopped it while {why}"
+
+
 @dataclass
 class DecideReport:
     table: pd.DataFrame  # decision_table
@@ -289,7 +382,8 @@ def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: Decid
     # the multiple-choice likelihood metrics average the tasks above chance only (fixed before any comparison:
     # the level of accuracy, not the candidates' differences, decides it); the gold-text loss keeps every task
     restrict = {m: headline_tasks for m in DECISION_METRICS if m.startswith("mc_")} if headline_tasks else None
-    table = decision_table(cells, items, order=order, tasks=restrict)
+    table = _top_scale_sequential(decision_table(cells, items, order=order, tasks=restrict), cells, items, cfg, top,
+                                  order, restrict)
     snr = signal_to_noise(table)
     headline, why = headline_metric(snr, cfg.headline, scale=top)
     agreement = ladder_agreement(table, cells)
@@ -298,7 +392,8 @@ def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: Decid
     text = recommendation(cells, table, headline, why, scale=top, items=items, snr=snr, tasks=tasks,
                           headline_tasks=headline_tasks, budget_tokens=float(cells["budget_tokens"].iloc[0])
                           if "budget_tokens" in cells else float("nan"),
-                          parameters=params, agreement=agreement, errors=errors, corpus=corpus)
+                          parameters=params, agreement=agreement, errors=errors, corpus=corpus,
+                          stop=_stop(cells, items, table, cfg, headline, top, restrict))
     shown = table[table["scale"].astype(str) == str(top)].rename(columns={"p": "p_value"})
     if cfg.paper == "table2":
         from curation.reporting.table2 import paper_verdict

@@ -45,13 +45,13 @@ CellItems = Mapping[tuple, Items]  # (scale, candidate, seed) -> items
 
 def critical_value(alpha: float, v_seed: float, v_item: float, df_seed: float, df_item: float) -> float:
     """Cochran-Cox's two-sided critical value of ``mean / sqrt(v_seed + v_item)`` at ``alpha``."""
-    from scipy.stats import t as student_t
+    from scipy.special import stdtrit  # Student's t quantile: what scipy.stats.t.isf computes, without its overhead
 
     total = v_seed + v_item
     if total <= 0:
         return float("nan")
-    ts = student_t.isf(alpha / 2, df_seed) if v_seed > 0 else 0.0
-    ti = student_t.isf(alpha / 2, df_item) if v_item > 0 else 0.0
+    ts = -stdtrit(df_seed, alpha / 2) if v_seed > 0 else 0.0
+    ti = -stdtrit(df_item, alpha / 2) if v_item > 0 else 0.0
     return float((v_seed * ts + v_item * ti) / total)
 
 
@@ -68,8 +68,13 @@ def cochran_cox_p(mean: float, v_seed: float, v_item: float, df_seed: float, df_
     t = abs(mean) / np.sqrt(total)
     if t == 0:
         return 1.0
-    # critical_value falls from +inf (alpha -> 0) to 0 (alpha = 1): one root in log10(alpha)
-    f = lambda u: critical_value(10.0 ** u, v_seed, v_item, df_seed, df_item) - t  # noqa: E731
+    # critical_value falls from +inf (alpha -> 0) to 0 (alpha = 1): one root in log10(alpha). Deep in the tail
+    # scipy's t quantile breaks down (-inf at alpha 1e-300 for 3 to ~10 degrees of freedom, where the true value is
+    # ~1e100): a non-finite or negative critical value there is the +inf it stands for, not a rejection.
+    def f(u: float) -> float:
+        c = critical_value(10.0 ** u, v_seed, v_item, df_seed, df_item)
+        return (c if np.isfinite(c) and c >= 0 else 1e300) - t
+
     if f(-300.0) < 0:
         return 1e-300
     return float(10.0 ** brentq(f, -300.0, 0.0, xtol=1e-10))
@@ -232,8 +237,10 @@ def signal_to_noise(table: pd.DataFrame) -> pd.DataFrame:
 
 def task_chance(items: CellItems, scale: str, chance: Mapping[str, float]) -> pd.DataFrame:
     """Per task at ``scale``: its primary metric (accuracy or length-normalised accuracy) pooled over every
-    cell, the chance level, the item SE of the pooled value and ``at_chance`` (not above chance by 2 SE,
-    one-sided). A task at chance in accuracy at every candidate is left out of the headline average."""
+    cell, the chance level, the item SE of the pooled value, ``at_chance`` (not above chance by 2 SE, one-sided)
+    and ``status``: ``above`` chance, ``below`` it by more than 2 SE (the models prefer wrong answers: a bias of
+    the task's choices, e.g. length or frequency, not a lack of signal), or ``at`` it. A task not above chance in
+    accuracy at every candidate is left out of the headline average."""
     from curation.evaluation.tasks import TASKS
 
     cells = [v for (s, _, _), v in items.items() if str(s) == str(scale)]
@@ -245,9 +252,11 @@ def task_chance(items: CellItems, scale: str, chance: Mapping[str, float]) -> pd
             continue
         pooled = np.mean(stacks, axis=0)
         value, se = float(pooled.mean()), float(pooled.std(ddof=1) / np.sqrt(len(pooled)))
-        rows.append({"task": task, "metric": key, "value": value, "chance": float(chance[task]), "se": se,
-                     "items": len(pooled), "at_chance": bool(value - float(chance[task]) <= 2 * se)})
-    return pd.DataFrame(rows, columns=["task", "metric", "value", "chance", "se", "items", "at_chance"])
+        c = float(chance[task])
+        status = "above" if value - c > 2 * se else ("below" if c - value > 2 * se else "at")
+        rows.append({"task": task, "metric": key, "value": value, "chance": c, "se": se,
+                     "items": len(pooled), "at_chance": bool(value - c <= 2 * se), "status": status})
+    return pd.DataFrame(rows, columns=["task", "metric", "value", "chance", "se", "items", "at_chance", "status"])
 
 
 def chance_levels(eval_config: Mapping) -> dict[str, float]:
@@ -287,7 +296,31 @@ def seeds_and_items_needed(diff: float, se_seed: float, se_item: float, seeds: i
         se = np.sqrt(v_seed + v_item)
         return se > 0 and abs(diff) / se >= critical_value(level, v_seed, v_item, n - 1, df_item * k) + power_z
 
-    need_seeds = next((n for n in range(max(seeds, 2), 65) if decides(vs * seeds / n, vi, n, 1.0)), -1)
+    need_seeds = _seeds_at(decides, vs, vi, seeds)
     need_items = next((int(np.ceil(items * k)) for k in (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 25, 50, 100)
                        if items > 0 and decides(vs, vi / k, seeds, k)), -1)
     return need_seeds, need_items
+
+
+def _seeds_at(decides, vs: float, vi: float, seeds: int) -> int:
+    return next((n for n in range(max(seeds, 2), 65) if decides(vs * seeds / n, vi, n, 1.0)), -1)
+
+
+def seeds_needed_interval(diff: float, se_seed: float, se_item: float, seeds: int, family: int = 1,
+                          total_items: int = 0, alpha: float = ALPHA, power_z: float = 0.84,
+                          level: float = 0.95) -> tuple[int, int, int]:
+    """(low, estimate, high) of :func:`seeds_and_items_needed`'s seeds: the estimate at today's seed variance,
+    and the seeds needed at the ends of that variance's ``level`` chi-square interval (``seeds - 1`` degrees of
+    freedom: at 3 seeds the variance is known to a factor of ~40, and so is the answer). -1: more than 64."""
+    from scipy.stats import chi2
+
+    est, _ = seeds_and_items_needed(diff, se_seed, se_item, seeds, 1, family, total_items, alpha, power_z)
+    if est < 0 and not np.isfinite(se_seed):
+        return -1, -1, -1
+    df = max(seeds - 1, 1)
+    ends = []
+    for q in ((1 + level) / 2, (1 - level) / 2):  # large chi2 -> small variance -> fewer seeds
+        scale = df / chi2.ppf(q, df)
+        ends.append(seeds_and_items_needed(diff, se_seed * np.sqrt(scale), se_item, seeds, 1, family, total_items,
+                                           alpha, power_z)[0])
+    return ends[0], est, ends[1]

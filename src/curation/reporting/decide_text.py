@@ -53,7 +53,7 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
                    tasks: Optional[pd.DataFrame] = None, headline_tasks: Optional[Sequence[str]] = None,
                    budget_tokens: float = float("nan"), parameters: Optional[Mapping[str, float]] = None,
                    agreement: Optional[pd.DataFrame] = None, errors: Optional[pd.DataFrame] = None,
-                   corpus: str = "") -> str:
+                   corpus: str = "", stop: str = "") -> str:
     """The Markdown answer at ``scale`` (the top rung): disagreement between metrics first, then the headline
     metric's verdict, the ranking, signal-to-noise per metric, tasks at chance, the ladder and the errors."""
     from curation.reporting.decide_stats import cell_metric, ranking, seeds_and_items_needed
@@ -64,11 +64,16 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
     col = "scale" if "scale" in cells.columns else "size"
     at = cells[cells[col].astype(str) == str(scale)]
     lines = [f"# Which selection trains the better model{' on ' + corpus if corpus else ''}?", ""]
+    family_all = "family" in part and (part["family"] == "all").any()
+    n_family = int(len(part)) if family_all else int(len(rows))
 
     conflicts = disagreements(table, scale)
     if conflicts:
-        lines += [f"**Metrics disagree at {scale}:** on {len(conflicts)} pair(s) one metric decides one way and "
-                  "another the other way. Which selection is better depends on what you measure:", ""]
+        scope = ("every metric's pairs are one Holm family here" if family_all else
+                 f"each metric Holm-corrected on its own; only `{headline}` is claimed, the others are shown and "
+                 "described")
+        lines += [f"**Metrics disagree at {scale}** ({scope}): on {len(conflicts)} pair(s) one metric decides one "
+                  "way and another the other way. Which selection is better depends on what you measure:", ""]
         used = []
         for a, b, verdicts in conflicts:
             said = "; ".join(f"`{m}` says `{w}` {_pair_text(r, w)}" for m, w, r in verdicts)
@@ -80,7 +85,12 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
 
     n_seeds = int(at["seed"].nunique()) if not at.empty else 0
     train_tokens = float(at["train_tokens"].iloc[0]) if "train_tokens" in at and not at.empty else float("nan")
-    lines += [f"**Headline metric: `{headline}`** ({why}). It measures {MEANING.get(headline, headline)}.", "",
+    family_text = (f"The multiple-comparison family spans every metric the rule could have picked: {n_family} "
+                   "comparisons at this scale, Holm-corrected together." if family_all else
+                   f"The claims below are on this metric alone: its {n_family} pairs are the Holm family; the "
+                   "other metrics are shown and described, not claimed.")
+    lines += [f"**Headline metric: `{headline}`** ({why}). It measures {MEANING.get(headline, headline)}. "
+              f"{family_text}", "",
               f"At {budget_tokens:,.0f} reference tokens per candidate, a "
               f"{parameters.get(scale, float('nan')):,.0f}-parameter model trained on {train_tokens:,.0f} tokens per "
               f"cell (<= 1 epoch, no document repeated), {n_seeds} seeds:", ""]
@@ -88,17 +98,24 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
     values = cell_metric(at, items, headline, headline_tasks) if restricted else None
     order = ranking(at, headline, scale, values)
     draws = at.groupby("candidate")["corpus_digest"].nunique() if "corpus_digest" in at else pd.Series(dtype=int)
-    lines += [f"| rank | candidate | {headline} (mean ± sd over seeds) | selection draws |", "|---:|---|---|---:|"]
+    lines += [f"| rank | candidate | {headline} (mean ± sd over seeds) | seeds | selection draws |",
+              "|---:|---|---|---:|---:|"]
     for i, r in order.iterrows():
         n_draws = int(draws.get(r["candidate"], 1))
-        lines.append(f"| {i + 1} | {r['candidate']} | {r['mean']:.5g} ± {r['std']:.2g} | {n_draws} |")
+        lines.append(f"| {i + 1} | {r['candidate']} | {r['mean']:.5g} ± {r['std']:.2g} | {int(r['count'])} | "
+                     f"{n_draws} |")
     lines.append("")
     lines += _verdict(order, rows, headline, scale, seeds_and_items_needed, errors)
     lines.append("")
+    if stop:
+        rounds = int(at["round"].max()) if "round" in at else 1
+        lines += [f"Seeds: {', '.join(f'`{r.candidate}` {int(r.count)}' for r in order.itertuples())}; "
+                  f"{rounds} round(s). Why the run stopped: {stop}.", ""]
 
     if snr is not None and not snr.empty:
         top = snr[snr["scale"].astype(str) == str(scale)]
-        lines += ["Signal and noise per metric at this scale (the headline is the largest ratio):", "",
+        lines += ["Signal and noise per metric at this scale" + (" (the headline is the largest ratio):" if
+                  "signal-to-noise" in why else " (shown, not used to pick the headline):"), "",
                   "| metric | signal (sd of the candidates' means) | noise (error of one mean vs the others) | "
                   "SNR | pairs decided | best |", "|---|---:|---:|---:|---:|---|"]
         for _, r in top.iterrows():
@@ -108,18 +125,7 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
                          f"{int(dec['decided'].sum())} of {len(dec)} | {best} |")
         lines.append("")
     if tasks is not None and not tasks.empty:
-        at_chance = tasks[tasks["at_chance"]]
-        named = ", ".join(f"{t} ({v:.3f} vs {c:.3f})" for t, v, c in zip(at_chance["task"], at_chance["value"],
-                                                                          at_chance["chance"]))
-        if headline_tasks is None and len(at_chance) == len(tasks):
-            lines.append(f"Every task is at chance in accuracy at {scale} ({named}): the headline averages all of "
-                         "them and reads as a likelihood of the right answer, not as ability.")
-        elif len(at_chance):
-            lines.append(f"Tasks at chance in accuracy at {scale}, left out of the multiple-choice metrics' average "
-                         f"(the headline's among them): {named}. They average {', '.join(headline_tasks or [])}.")
-        else:
-            lines.append(f"No task is at chance in accuracy at {scale}.")
-        lines.append("")
+        lines += _task_lines(tasks, scale, headline_tasks)
     if agreement is not None and not agreement.empty:
         lines += _ladder_lines(agreement)
     if errors is not None and not errors.empty:
@@ -131,11 +137,18 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
         lines += [f"| {r['metric']} | {r['seed_se_diff']:.3g} | {r['item_se_diff']:.3g} | "
                   f"{'yes' if r['enough'] else 'no'} | {r['items_needed']} |" for _, r in e.iterrows()]
         lines.append("")
+    n_items = int(rows["items"].max()) if "items" in rows and len(rows) else 0
+    looks = int(rows["looks"].max()) if "looks" in rows and len(rows) else 1
     lines.append("How this was decided: each difference's standard error counts the training seeds (each seed on "
                  "its own selection draw for a stochastic selection) and the evaluation items; a pair is decided "
-                 "when Cochran-Cox's test on that error, Holm-corrected over the pairs of its metric and scale, is "
-                 "below 0.05 (docs/pretraining.md#decide). It holds at this token budget and scale, and beyond "
-                 "them only as far as the ladder shows.")
+                 "when Cochran-Cox's test on that error, Holm-corrected over "
+                 f"{'every metric' if family_all else 'its metric'}'s pairs at this scale"
+                 + (f" and spent over the {looks} looks the seed rounds made (alpha spending)" if looks > 1 else "")
+                 + ", is below 0.05 (docs/pretraining.md#decide). What a decision shows: on these "
+                 f"{n_items} evaluation items of these tasks, at {budget_tokens:,.0f} reference tokens per candidate, "
+                 f"for this {parameters.get(scale, float('nan')):,.0f}-parameter model trained on "
+                 f"{train_tokens:,.0f} tokens, the difference is not seed or item noise; other items, budgets or "
+                 "model sizes are beyond it except as far as the ladder shows.")
     return "\n".join(lines) + "\n"
 
 
@@ -177,13 +190,19 @@ def _verdict(order: pd.DataFrame, rows: pd.DataFrame, headline: str, scale: str,
                    + ".")
         second = str(order.iloc[1]["candidate"])
         other, r = next(((o, x) for o, x in undecided if o == second), undecided[0])
+        from curation.reporting.decide_stats import seeds_needed_interval
+
         k = len(order)
         seeds, n_items = needed(r["mean_diff"], r["se_seed"], r["se_item"], int(r["seeds"]),
                                 _items_per_task(errors, scale), family=k * (k - 1) // 2,
                                 total_items=int(r.get("items", 0) or 0))
+        low, _, high = seeds_needed_interval(r["mean_diff"], r["se_seed"], r["se_item"], int(r["seeds"]),
+                                             family=k * (k - 1) // 2, total_items=int(r.get("items", 0) or 0))
         what = []
         if seeds > 0:
-            what.append(f"about {seeds} seeds at today's items")
+            span = f"{low if low > 0 else '?'} to {high if high > 0 else 'over 64'}"
+            what.append(f"about {seeds} seeds at today's items (95% range {span}: the seed variance rests on "
+                        f"{int(r['seeds']) - 1} degrees of freedom)")
         if n_items > 0:
             what.append(f"about {n_items} items per task at today's seeds")
         if not what:
@@ -192,6 +211,32 @@ def _verdict(order: pd.DataFrame, rows: pd.DataFrame, headline: str, scale: str,
                    f"real; 80% power at the Holm level): {' or '.join(what)}; more training tokens may widen it "
                    "(the ladder says whether differences grow with compute).")
     return out
+
+
+def _task_lines(tasks: pd.DataFrame, scale: str, headline_tasks: Optional[Sequence[str]]) -> list[str]:
+    """Tasks above, at and below chance in accuracy, named apart (below chance is a bias of the task's choices
+    that the models follow, not an absence of signal)."""
+    status = tasks["status"] if "status" in tasks else np.where(tasks["at_chance"], "at", "above")
+    named = {k: ", ".join(f"{t} ({v:.3f} vs {c:.3f})" for t, v, c, s in zip(tasks["task"], tasks["value"],
+                                                                            tasks["chance"], status) if s == k)
+             for k in ("above", "at", "below")}
+    out = []
+    if named["above"]:
+        out.append(f"Above chance in accuracy at {scale} (by more than 2 item SE): {named['above']}.")
+    else:
+        out.append(f"No task is above chance in accuracy at {scale}.")
+    if named["at"]:
+        out.append(f"At chance: {named['at']}.")
+    if named["below"]:
+        out.append(f"Below chance by more than 2 item SE: {named['below']}: the models prefer the wrong answers "
+                   "(a bias of the choices, such as their length or frequency, that the models follow).")
+    if headline_tasks is None and not named["above"]:
+        out.append("The multiple-choice metrics average every task: they read as a likelihood of the right answer, "
+                   "not as ability.")
+    elif headline_tasks is not None:
+        out.append(f"The multiple-choice metrics (the headline's among them) average the tasks above chance: "
+                   f"{', '.join(headline_tasks)}.")
+    return [" ".join(out), ""]
 
 
 def _best(rows: pd.DataFrame, metric: str) -> str:
