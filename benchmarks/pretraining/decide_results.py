@@ -4,6 +4,10 @@
     # ladder, or a run reported with today's statistics): what the job's report node writes, into --out
     PYTHONPATH=src .venv/bin/python benchmarks/pretraining/decide_results.py report --namespace ladder_B1 \
         --out benchmarks/results/decide_ladder_B1 --overrides experiment=decide_ladder [overrides...]
+    # a committed run's report remade from its own decide_cells.csv and decide_items.parquet under today's rule
+    # (issue #51: the headline named before the run, the family, the looks), written over the folder's report files
+    .venv/bin/python benchmarks/pretraining/decide_results.py rereport --folder benchmarks/results/decide_ladder_B1 \
+        --overrides experiment=decide_ladder data.path=data/01_raw/corpus
     # Markdown tables of a run's files, for REPRODUCING.md
     .venv/bin/python benchmarks/pretraining/decide_results.py tables --folder benchmarks/results/decide_A3
     # the issue-38 decisions re-checked with the full SE: decide_B1_sizes/full_se_recheck.csv
@@ -57,6 +61,27 @@ def report(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     cells.to_csv(out / "decide_cells.csv", index=False)
     items_frame(items).to_parquet(out / "decide_items.parquet", index=False)
+    _write(result, out)
+    print(f"cached cells: {int(cells['pretrain_cache_hit'].sum())} of {len(cells)} trained models, "
+          f"{int(cells['eval_cache_hit'].sum())} evaluations", file=sys.stderr)
+
+
+def rereport(args) -> None:
+    """A committed run's report files remade from its cells and items (no training) under today's rule."""
+    from curation.config_loader import compose_config
+    from curation.reporting.decide import build_report, parse_decide
+    from curation.reporting.decide_items import items_from_frame
+    from curation.reporting.decide_stats import chance_levels
+
+    cfg = compose_config(ROOT / "conf", list(args.overrides))
+    cells = pd.read_csv(args.folder / "decide_cells.csv")
+    items = items_from_frame(pd.read_parquet(args.folder / "decide_items.parquet"))
+    result = build_report(cells, items, parse_decide(cfg["decide"]), int(cfg["eval"].get("limit") or 0),
+                          corpus=str(cfg["data"].get("path") or ""), chance=chance_levels(cfg["eval"]))
+    _write(result, args.folder)
+
+
+def _write(result, out: Path) -> None:
     for name, table in (("decisions", result.table), ("size_agreement", result.agreement),
                         ("item_vs_seed", result.errors), ("snr", result.snr), ("tasks", result.tasks)):
         table.to_csv(out / f"{name}.csv", index=False)
@@ -65,8 +90,6 @@ def report(args) -> None:
         result.ladder_figure.savefig(out / "ladder.png", dpi=110)
     (out / "recommendation.md").write_text(result.text)
     print(result.text)
-    print(f"cached cells: {int(cells['pretrain_cache_hit'].sum())} of {len(cells)} trained models, "
-          f"{int(cells['eval_cache_hit'].sum())} evaluations", file=sys.stderr)
 
 
 def tables(args) -> None:
@@ -278,11 +301,12 @@ def main() -> None:
     args = bench.commands(
         __doc__, report=dict(namespace={"required": True}, out=req,
                              overrides={"nargs": "*", "default": [], "help": "Hydra overrides, as for curate"}),
-        tables=dict(folder=req), recheck=dict(out=bench.RESULTS / "decide_B1_sizes" / "full_se_recheck.csv"),
+        tables=dict(folder=req), rereport=dict(folder=req, overrides={"nargs": "*", "default": [],
+                                                                     "help": "Hydra overrides, as for curate"}), recheck=dict(out=bench.RESULTS / "decide_B1_sizes" / "full_se_recheck.csv"),
         eval_cost=dict(log=req), heldout_web=dict(out=req),
         rank_agreement=dict(train_experiment="table2_tiny", verify_experiment="ufw_rank_agreement", ratio="r0.30",
                             out=bench.RESULTS)).parse_args()
-    {"report": report, "tables": tables, "recheck": recheck, "eval_cost": eval_cost, "heldout_web": heldout_web,
+    {"report": report, "rereport": rereport, "tables": tables, "recheck": recheck, "eval_cost": eval_cost, "heldout_web": heldout_web,
      "rank_agreement": agreement}[args.command](args)
 
 

@@ -46,4 +46,4 @@ def test_the_default_headline_is_named_before_the_run():
     cfg = DecideConfig(candidates={"random": {}, "b": {}})
     assert cfg.headline == DEFAULT_HEADLINE == "mc_correct_prob_per_char"
     metric, why = headline_metric(_snr([("ref_bits_per_byte", 9.0)]), cfg.headline, scale="tiny@262144")
-    assert metric == DEFAULT_HEADLINE and "named before the run, from the committed evidence" in why
+    assert metric == DEFAULT_HEADLINE and "named before the run from the committed evidence" in why

@@ -213,7 +213,7 @@ def headline_metric(snr: Optional[pd.DataFrame], requested: str = "auto",
     signal_to_noise`; exact ties keep DataDecide's choice, then DECISION_METRICS' order); else
     :data:`DEFAULT_HEADLINE`."""
     if requested != "auto":
-        why = ("named before the run, from the committed evidence (decide.headline; docs/pretraining.md#decide)"
+        why = ("named before the run from the committed evidence: decide.headline, docs/pretraining.md#decide"
                if requested == DEFAULT_HEADLINE else "named before the run by decide.headline")
         return requested, why
     if snr is None or snr.empty:
