@@ -32,7 +32,7 @@ import pandas as pd
 from curation.cache import config_key
 from curation.data.validate import LINE, REASONS, ValidationConfig, validate_documents
 from curation.data.textdedup import DEDUP_REASONS, DedupSettings, find_text_drops, pass1 as dedup_pass1
-from curation.data.pieces import ROW_OFFSET, CorpusMemoryError, memory_message, source_file
+from curation.data.pieces import ROW_OFFSET, CorpusMemoryError, memory_message, out_of_memory, source_file
 from curation.errors import EmptyCorpusError, UserError
 from curation.shards.dedup import find_duplicates, partition_ids
 from curation.shards.executor import EngineConfig, ShardResult, ShardTask, engine_from_data, run_shards, sum_stats
@@ -95,8 +95,8 @@ def _validate_shard(frame: pd.DataFrame, name: str, *, config: ValidationConfig,
     try:
         return _validate(frame, name, config=config, source=source, bucket_dir=bucket_dir, shard_index=shard_index,
                          num_buckets=num_buckets, dedup=dedup)
-    except MemoryError as err:
-        if isinstance(err, UserError):
+    except Exception as err:  # noqa: BLE001 - only a memory failure is turned into a message; others re-raised
+        if isinstance(err, UserError) or not out_of_memory(err):
             raise
         offset = int(frame.attrs.get(ROW_OFFSET, 0))
         where = source[name] + (f" (rows from {offset}, counted from 0)" if offset else "")

@@ -168,6 +168,18 @@ def _repaired(value: object) -> object:
     return bytes(value).decode("utf-8", errors="replace") if isinstance(value, (bytes, bytearray)) else value
 
 
+def _as_json(value: object) -> object:
+    """A struct, list or array cell of a carried column (``extra`` as a parquet struct) as its JSON text: every
+    shard then has one schema for the column whatever each file held (issue #52: a struct in one shard and a
+    string, or nothing, in another made document statistics fail with "data type 'struct<...>' not
+    understood"), and ``category`` is read from it as from the bundled corpus's JSON ``extra``."""
+    if isinstance(value, (dict, list, tuple, np.ndarray)):
+        import json
+
+        return json.dumps(value, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v), ensure_ascii=False)
+    return value
+
+
 def _decode(value: object) -> tuple[str | None, bool]:
     """Return (text, ok). ``ok`` is False when the value is not valid UTF-8."""
     if value is None or (isinstance(value, float) and pd.isna(value)) or value is pd.NA:
@@ -277,8 +289,12 @@ def validate_documents(
     for col in config.keep_columns:
         if col in frame.columns:
             values = frame.loc[mask, col]
-            if values.dtype == object and any(isinstance(v, (bytes, bytearray)) for v in values.tolist()):
-                values = values.map(_repaired)
+            if values.dtype == object:
+                cells = values.tolist()
+                if any(isinstance(v, (bytes, bytearray)) for v in cells):
+                    values = values.map(_repaired)
+                if any(isinstance(v, (dict, list, tuple, np.ndarray)) for v in cells):
+                    values = values.map(_as_json)
             kept[col] = values
     if row_numbers:
         kept["_row"] = pd.Series(range(row_offset, row_offset + len(frame)), index=frame.index, dtype="int64")[mask]

@@ -19,7 +19,7 @@ import fsspec
 
 from kedro_datasets.partitions import PartitionedDataset
 
-from curation.data.pieces import PIECE, PIECE_MB, CorpusMemoryError, memory_message
+from curation.data.pieces import PIECE, PIECE_MB, CorpusMemoryError, memory_message, out_of_memory
 from curation.datasets.jsonl import CODECS, JSONLinesDataset, looks_like_json_lines, plan_lines
 from curation.datasets.parquet import ParquetShardDataset, plan_rows
 from curation.errors import UserError
@@ -85,7 +85,10 @@ def _first_line(err: BaseException) -> str:
     while cause.__cause__ is not None:
         cause = cause.__cause__
     lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
-    return lines[0] if lines else type(cause).__name__
+    first = lines[0] if lines else type(cause).__name__
+    # a damaged file's bytes can reach the reader's message (thrift: "don't know what type: \x8f"): escaped, so
+    # that the one line stays one printable line
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in first)[:300]
 
 
 def _load_checked(load, name: str, fmt: str):
@@ -101,6 +104,8 @@ def _load_checked(load, name: str, fmt: str):
     except MemoryError as err:
         raise CorpusMemoryError(memory_message(name, err)) from err
     except Exception as err:
+        if out_of_memory(err):  # a parser that turned the MemoryError into its own error (pandas' JSON reader)
+            raise CorpusMemoryError(memory_message(name, err)) from err
         raise CorpusReadError(
             f"{name}: cannot be read as {fmt} ({_first_line(err)}). Fix: replace the file with a complete "
             f"copy (an interrupted copy or download leaves it cut short or damaged), remove it from data.path, "
@@ -216,7 +221,8 @@ class CorpusShardsDataset(PartitionedDataset):
             # "1 of 1 shards"; now a folder is read whole or refused, naming what would be left out
             names = ", ".join(self._relative(f) for f in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
             raise CorpusFormatError(
-                f"data.path={self._given}: {len(unknown)} of its {len(known) + len(unknown)} files are in no format "
+                f"data.path={self._given}: {len(unknown)} of its {len(known) + len(unknown)} files "
+                f"{'is' if len(unknown) == 1 else 'are'} in no format "
                 f"the corpus reader knows and would be left out: {names}. Fix: convert them to parquet or JSON "
                 f"Lines, move them out of data.path, or point data.path at a glob of the files to read (e.g. "
                 f"'{self._given.rstrip('/')}/**/*.parquet'); read: .parquet, .pq, .parquet.snappy, .jsonl, .ndjson, "

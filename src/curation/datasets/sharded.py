@@ -26,6 +26,24 @@ from curation.shards import ShardedDataset as Shards
 from curation.shards import ShardWriter, shard_names
 
 
+def _disk_error(err: BaseException, where: Path) -> BaseException:
+    """``err`` as an ``OSError`` that carries its errno and names the dataset ``where`` being written: ``shutil.copytree`` gathers its failures into one
+    ``shutil.Error`` whose errno is None and whose causes are strings, so a full disk during a copy was an
+    "unexpected error" naming no file; with the errno, :func:`curation.errors.user_message` says "the disk is
+    full while writing <file>" and the fix."""
+    if not isinstance(err, shutil.Error):
+        return err
+    import errno as errno_
+    import re
+
+    for item in err.args[0] if err.args and isinstance(err.args[0], list) else []:
+        found = re.search(r"\[Errno (\d+)\]", str(item[-1]) if isinstance(item, tuple) else str(item))
+        if found:
+            code = int(found.group(1))
+            return OSError(code, os.strerror(code) if code in errno_.errorcode else str(item), str(where))
+    return err
+
+
 class ShardedDataset(AbstractDataset):
     """Args:
         path: the dataset folder (local; holds ``manifest.json``, ``shards/``, ``completions/``).
@@ -56,7 +74,13 @@ class ShardedDataset(AbstractDataset):
         if isinstance(data, Shards):
             # a folder that must stay (a result-cache entry) is published as hard links; a stage's
             # staging folder is moved into place
-            self._publish(self._link_copy(data.root) if data.keep else data.root)
+            staging = self._link_copy(data.root) if data.keep else data.root
+            try:
+                self._publish(staging)
+            except BaseException:
+                if data.keep and Path(staging).resolve() != Path(data.root).resolve():
+                    shutil.rmtree(staging, ignore_errors=True)  # our hard-link copy, never the cache entry
+                raise
             return
         staging = self._path.with_name(f".{self._path.name}.tmp-{uuid.uuid4().hex[:8]}")
         try:
@@ -87,7 +111,11 @@ class ShardedDataset(AbstractDataset):
             except OSError:
                 shutil.copy2(src, dst)
 
-        shutil.copytree(folder, staging, copy_function=link)
+        try:
+            shutil.copytree(folder, staging, copy_function=link)
+        except BaseException as err:
+            shutil.rmtree(staging, ignore_errors=True)  # no half-copied dataset beside the others
+            raise _disk_error(err, self._path) from err
         return staging
 
     def _publish(self, folder: Path) -> None:
@@ -98,13 +126,23 @@ class ShardedDataset(AbstractDataset):
             return
         self._path.parent.mkdir(parents=True, exist_ok=True)
         old = self._path.with_name(f".{self._path.name}.old-{uuid.uuid4().hex[:8]}")
+        # moved to a hidden sibling first, then renamed into place: across file systems shutil.move copies, and
+        # a disk that fills half-way used to leave a partial shard beside a copied manifest.json in the
+        # dataset's own folder, where the next run trusted it (issue #52)
+        incoming = self._path.with_name(f".{self._path.name}.new-{uuid.uuid4().hex[:8]}")
+        try:
+            shutil.move(str(folder), str(incoming))
+        except BaseException as err:
+            shutil.rmtree(incoming, ignore_errors=True)
+            raise _disk_error(err, self._path) from err
         if self._path.exists():
             self._path.rename(old)
         try:
-            shutil.move(str(folder), str(self._path))
+            incoming.rename(self._path)
         except BaseException:
             if old.exists() and not self._path.exists():
                 old.rename(self._path)
+            shutil.rmtree(incoming, ignore_errors=True)
             raise
         if old.exists():
             shutil.rmtree(old)
