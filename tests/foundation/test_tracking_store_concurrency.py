@@ -1,0 +1,221 @@
+"""Runs started together on one MLflow store, and a store left half-migrated (issue #52, part 1).
+
+Before: MLflow creates and migrates an empty SQLite store when a process first opens it, with nothing that keeps
+a second process from doing the same at once; eight `curate pipeline=ingest` runs started together on a fresh
+store all exited 1 and left 0 runs and 4 `_alembic_tmp_*` tables, and from then on every run failed with
+`table _alembic_tmp_experiments already exists`. Now the store is prepared under a lock file beside it
+(:func:`curation.tracking.store.prepare_store`), and a half-migrated store is repaired with its runs, or refused
+in one line with the store as it was.
+
+The stores here are made by MLflow itself: runs recorded through its API, its own alembic migrations run back
+(``downgrade``) and forward, and a migration cut short by ending its process right after one of its statements,
+as a kill or a crash would.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from curation.errors import user_message
+from curation.tracking.store import (TMP_PREFIX, TrackingStoreError, prepare_store, store_lock, store_state)
+from tests.conftest import CORPUS_DIR
+from tests.processes import wait_for
+
+BIN = Path(sys.executable).parent
+# A revision before MLflow's "Add workspace columns and catalog table" migration (1b5f0d9ad7c1), which rebuilds
+# `experiments` (and `model_version_tags`, the issue's other leftover) through `_alembic_tmp_` copies.
+BEFORE_WORKSPACES = "c8d9e0f1a2b3"
+
+# Runs MLflow's own upgrade of the store argv[1] and ends the process (os._exit: no clean-up, as a kill) right
+# after the first statement that matches argv[2].
+_CUT_SHORT = """
+import os, re, sys
+from sqlalchemy import event
+from mlflow.store.db.utils import _upgrade_db, create_sqlalchemy_engine
+engine = create_sqlalchemy_engine(sys.argv[1])
+pattern = re.compile(sys.argv[2], re.I)
+
+@event.listens_for(engine, "after_cursor_execute")
+def cut(conn, cursor, statement, *args):
+    if pattern.search(statement):
+        os._exit(9)
+
+_upgrade_db(engine)
+sys.exit(0)
+"""
+
+
+def _runs(uri: str) -> dict[str, str]:
+    """run id -> status of every run in the store, read through MLflow."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    ids = [e.experiment_id for e in client.search_experiments()]
+    return {r.info.run_id: r.info.status for r in client.search_runs(ids, max_results=1000)}
+
+
+def _store_with_runs(path: Path, runs: int = 3) -> str:
+    """A store made by MLflow with ``runs`` finished runs (a param, a metric and a tag each)."""
+    import mlflow
+
+    uri = f"sqlite:///{path}"
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("kept", artifact_location=(path.parent / "artifacts").as_uri())
+    for i in range(runs):
+        run = client.create_run(experiment)
+        client.log_param(run.info.run_id, "i", i)
+        client.log_metric(run.info.run_id, "m", float(i))
+        client.set_terminated(run.info.run_id)
+    return uri
+
+
+def _migrate_back(uri: str, revision: str) -> None:
+    """MLflow's own migrations run back to ``revision`` (alembic ``downgrade``): the store of an older MLflow."""
+    from alembic import command
+    from mlflow.store.db.utils import _get_alembic_config, create_sqlalchemy_engine
+
+    engine = create_sqlalchemy_engine(uri)
+    config = _get_alembic_config(uri)
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, revision)
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def cut_short_store(tmp_path) -> tuple[Path, str, dict[str, str]]:
+    """A store with 3 runs whose upgrade to the installed MLflow's schema died right after it dropped
+    `experiments` (the rebuild's ``_alembic_tmp_experiments`` copy is left; SQLite rolled back the rest)."""
+    path = tmp_path / "mlflow.db"
+    uri = _store_with_runs(path)
+    runs = _runs(uri)
+    _migrate_back(uri, BEFORE_WORKSPACES)
+    done = subprocess.run([sys.executable, "-c", _CUT_SHORT, uri, r"^\s*DROP TABLE experiments\b"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 9, done.stderr[-3000:]  # it was cut where asked, not finished
+    state = store_state(path)
+    assert f"{TMP_PREFIX}experiments" in state.tmp_tables and state.version == BEFORE_WORKSPACES and state.runs == 3
+    return path, uri, runs
+
+
+@pytest.mark.slow  # MLflow creates a store, migrates it back and forth (~10 s)
+def test_a_store_whose_migration_was_cut_short_is_repaired_with_every_run(cut_short_store):
+    path, uri, runs = cut_short_store
+    # what every run, `mlflow ui` and notebook met before: MLflow's own open of the store fails on the leftover
+    import mlflow
+
+    copy = path.with_name("untouched.db")
+    copy.write_bytes(path.read_bytes())
+    with pytest.raises(Exception, match=f"table {TMP_PREFIX}experiments already exists"):
+        mlflow.MlflowClient(tracking_uri=f"sqlite:///{copy}").search_experiments()
+
+    prepare_store(uri)
+    state = store_state(path)
+    assert not state.tmp_tables and state.runs == 3
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    assert state.version == _get_latest_schema_revision()
+    assert _runs(uri) == runs  # the same runs, FINISHED as they were
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    run = client.get_run(next(iter(runs)))
+    assert run.data.params == {"i": run.data.params["i"]} and "m" in run.data.metrics
+    new = client.create_run(client.get_experiment_by_name("kept").experiment_id)  # and it records again
+    client.set_terminated(new.info.run_id)
+    assert len(_runs(uri)) == 4
+    backups = list(path.parent.glob("mlflow.db.before-repair-*"))
+    assert len(backups) == 1 and f"{TMP_PREFIX}experiments" in store_state(backups[0]).tmp_tables
+
+
+def test_the_issues_store_at_the_newest_schema_with_leftover_copies_is_repaired(tmp_path):
+    """The issue's store: the winner of the race finished every migration (the newest schema), the losers left
+    ``_alembic_tmp_experiments`` and ``_alembic_tmp_model_version_tags`` (made as alembic makes them: the
+    table's definition under the copy's name, a part of its rows)."""
+    path = tmp_path / "mlflow.db"
+    uri = _store_with_runs(path)
+    runs = _runs(uri)
+    con = sqlite3.connect(path)
+    for table in ("experiments", "model_version_tags"):
+        sql = con.execute("select sql from sqlite_master where type = 'table' and name = ?", (table,)).fetchone()[0]
+        con.execute(re.sub(rf'^CREATE TABLE "?{table}"?', f'CREATE TABLE "{TMP_PREFIX}{table}"', sql, count=1))
+        con.execute(f"insert into {TMP_PREFIX}{table} select * from {table} limit 1")
+    con.commit()
+    con.close()
+    prepare_store(uri)
+    assert not store_state(path).tmp_tables
+    assert _runs(uri) == runs
+
+
+def test_a_half_migrated_store_that_cannot_be_repaired_is_refused_in_one_line_and_left_as_it_was(tmp_path):
+    """``runs`` gone and its copy lacking columns (not alembic's copy of it): no repair would keep the runs as
+    they were, so the store is put back and refused, in one line naming the file and the fix."""
+    path = tmp_path / "mlflow.db"
+    uri = _store_with_runs(path)
+    con = sqlite3.connect(path)
+    con.execute(f"create table {TMP_PREFIX}runs as select run_uuid, name from runs")
+    con.execute("pragma foreign_keys = off")
+    con.execute("drop table runs")
+    con.commit()
+    con.close()
+    before = sqlite3.connect(path).execute("select name, sql from sqlite_master order by name").fetchall()
+    with pytest.raises(TrackingStoreError) as err:
+        prepare_store(uri)
+    message = user_message(err.value)
+    assert message is not None and "\n" not in message and len(message) < 700
+    assert str(path) in message and "half-migrated" in message and "tracking.enabled=false" in message
+    assert f"mv {path} {path}.broken" in message
+    assert sqlite3.connect(path).execute("select name, sql from sqlite_master order by name").fetchall() == before
+
+
+def _curate(project: Path, uri: str, args: list[str], log: Path) -> subprocess.Popen:
+    env = {**os.environ, "CURATION_PROJECT_ROOT": str(project), "KEDRO_DISABLE_TELEMETRY": "true",
+           "COLUMNS": "400"}  # the console log unwrapped
+    return subprocess.Popen(
+        [str(BIN / "curate"), *args, "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.workers=1",
+         "cache.enabled=false", f"tracking.uri={uri}"],
+        cwd=project, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+@pytest.mark.slow  # nine `curate` processes: ~230 s on 2 cores under a load of 7-9 from other work, ~60 s idle
+def test_eight_curate_runs_and_a_parallel_sweep_that_reach_a_fresh_store_together_all_record(project, tmp_path):
+    """Eight `curate pipeline=ingest` runs and a sweep on Hydra's joblib launcher (two jobs in two worker
+    processes) on a fresh store, made to reach it at the same moment: the test holds the store's lock until all
+    nine wait for it (each says so in its log), then lets go. All exit 0; the store holds the eight runs, the
+    sweep's parent and its two jobs, FINISHED, and no leftover of a migration."""
+    path = tmp_path / "fresh" / "mlflow.db"
+    path.parent.mkdir()
+    uri = f"sqlite:///{path}"
+    commands = [[f"run.namespace=together{i}", "data.max_docs=5"] for i in range(8)]
+    commands.append(["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "run.namespace=sweep",
+                     "data.max_docs=5,6"])
+    logs = [tmp_path / f"curate{i}.log" for i in range(len(commands))]
+    with store_lock(path):
+        runs = [_curate(project, uri, args, log) for args, log in zip(commands, logs)]
+        try:
+            wait_for(lambda: all("preparing the MLflow store" in " ".join(log.read_text().split()) for log in logs),
+                     240, "all nine runs waiting for the store")
+            assert not path.exists()  # none of them has touched it yet
+        except BaseException:
+            for run in runs:
+                run.kill()
+            raise
+    codes = [run.wait(timeout=300) for run in runs]
+    assert codes == [0] * len(runs), "\n".join(log.read_text()[-2000:] for log in logs)
+    state = store_state(path)
+    assert state.runs == 8 + 3 and not state.tmp_tables
+    assert sorted(_runs(uri).values()) == ["FINISHED"] * 11
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    ids = [e.experiment_id for e in client.search_experiments()]
+    parents = client.search_runs(ids, "tags.`curation.sweep` = 'true'")
+    assert len(parents) == 1
+    assert len(client.search_runs(ids, f"tags.mlflow.parentRunId = '{parents[0].info.run_id}'")) == 2
