@@ -35,6 +35,9 @@ def fetch_runs(tracking_uri: str, experiment: str, mode: str, history_keys: Sequ
     import mlflow
     from mlflow import MlflowClient
 
+    from curation.tracking.store import prepare_store
+
+    prepare_store(tracking_uri)  # a report without tracking opens the store too: checked, repaired if need be
     client = MlflowClient(tracking_uri=tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:

@@ -466,3 +466,33 @@ def params_for_mlflow(config: Mapping[str, Any]) -> dict[str, str]:
 
 def parent_run_from_env() -> str | None:
     return os.environ.get(PARENT_RUN_ENV) or None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m curation.tracking.store [URI]``: prepare a store (:func:`prepare_store`: check, create, repair)
+    without a run, e.g. before ``mlflow ui`` opens one that was left half-migrated. ``URI`` defaults to the
+    project's ``tracking.uri`` (``conf/tracking/sqlite.yaml``). Prints one line; exit status 2 when refused."""
+    import sys
+
+    import yaml
+
+    from curation.errors import format_failure, user_message
+    from curation.paths import project_root
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    root = project_root()
+    uri = args[0] if args else str(yaml.safe_load((root / "conf" / "tracking" / "sqlite.yaml").read_text())["uri"])
+    uri = resolve_uri(uri, root)
+    try:
+        prepare_store(uri)
+    except TrackingStoreError as err:
+        print(format_failure(user_message(err) or str(err), "curation.tracking.store"), file=sys.stderr)
+        return 2
+    state = store_state(Path(uri[len(SQLITE_PREFIX):])) if sqlite_path(uri) else None
+    print(f"the MLflow store {uri} is ready" + (f": schema {state.version}, {state.runs} runs" if state else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
