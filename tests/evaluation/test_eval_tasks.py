@@ -92,3 +92,17 @@ def test_subsample_is_seeded():
 def test_unknown_task_is_a_key_error():
     with pytest.raises(KeyError, match="unknown task"):
         load_task("squad")
+
+
+def test_exclude_seed_gives_a_disjoint_item_sample():
+    """decide's fresh top rung (issue #51 item 4) scores other items of the same tasks: the draw with
+    ``exclude_seed`` leaves out every item the excluded draw takes, and that draw itself is unchanged."""
+    from curation.evaluation.tasks import load_task
+
+    def keys(task):
+        return [str(i.contexts) + str(i.continuations) for i in task.items]
+
+    first = load_task("arc_easy", limit=100, seed=0)
+    fresh = load_task("arc_easy", limit=100, seed=1, exclude_seed=0)
+    assert len(fresh.items) == 100 and not set(keys(first)) & set(keys(fresh))
+    assert keys(load_task("arc_easy", limit=100, seed=0)) == keys(first)

@@ -23,6 +23,7 @@ class EvalConfig:
     limit: Optional[int] = 500  # items per task, a seeded random subsample (None = the whole split)
     limits: dict[str, Optional[int]] = field(default_factory=_no_overrides)  # per-task item count (None = limit)
     seed: int = 0  # subsample draw
+    exclude_seed: Optional[int] = None  # leave out the items the draw with this seed takes (a disjoint item sample)
     batch_size: int = 16  # sequences per forward pass when scoring log-likelihoods
     max_new_tokens: int = 16  # tokens generated per short answer (TriviaQA, NQ)
     prepend_eos: bool = True  # start every context with EOS, as training documents do

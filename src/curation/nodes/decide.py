@@ -56,6 +56,8 @@ def run_decide_cells(
         **engine_settings(data))  # the cells as tasks on the data group's engine (issue #51)
     cells, items, stop = _seed_rounds(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, children,
                                       started)
+    if cfg.fresh_top:
+        cells, items = _fresh_top(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, children)
     keep = [c for c in ("candidate", "size", "scale", "rung_tokens", "seed", "draw_seed", "round", "corpus_digest",
                         *DECISION_METRICS, *CELL_METRICS) if c in cells.columns]
     metrics = {"decide_cells": float(len(cells)), "decide_seconds": time.perf_counter() - started,
@@ -94,6 +96,25 @@ def _seed_rounds(cells, items, cfg, frames, budget, pretrain, eval, run, cache, 
     seeds = ", ".join(f"{c} {n}" for c, n in stop.seeds.items())
     print(f"[decide] stopped after {stop.rounds} round(s): {stop.reason}. Seeds: {seeds}", flush=True)
     return cells, items, stop
+
+
+def _fresh_top(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, children):
+    """The top rung again on fresh seeds, draws and items (:mod:`curation.decide.replicate`)."""
+    from curation.decide.replicate import add_fresh_top
+    from curation.decide.rounds import top_scale
+
+    _, size, tokens = top_scale(cells)
+    print(f"[decide] the top rung again as an independent replicate: {len(cfg.candidates)} candidates x "
+          f"{len(cfg.seeds)} fresh seeds, fresh draws, items disjoint from the ladder's", flush=True)
+
+    def run_top(seeds: list[int], eval_block: dict):
+        return run_cells(
+            frames, cfg.candidates, [size], seeds, budget, parse_config(pretrain), eval_block, int(run["seed"]),
+            cache, on_cell=lambda name, params, row: children(f"{name} (fresh)", params, {
+                k: float(row[k]) for k in (*DECISION_METRICS, *CELL_METRICS) if k in row}),
+            on_progress=progress_printer(), rungs=[tokens], draws=cfg.draws, **engine_settings(data))
+
+    return add_fresh_top(cells, items, cfg.seeds, eval, run_top)
 
 
 def report_decisions(decide_cells: pd.DataFrame, decide_items: pd.DataFrame, decide: dict[str, Any],

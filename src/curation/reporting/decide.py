@@ -67,6 +67,8 @@ class DecideConfig:
     max_hours: Optional[float] = None  # cap on the wall time: no round starts that the last round's pace says ends later
     spending: str = "obf"  # alpha spending over the looks: obf (O'Brien-Fleming-like) or pocock
     equivalence: Optional[float] = None  # headline margin: a runner-up decided equal within it gets no more seeds
+    fresh_top: bool = False  # the top rung trained again on fresh seeds, fresh selection draws and a disjoint item
+    # sample (scale "<top>-fresh"): the ladder's decision accuracy is measured against that independent replication
     paper: Optional[str] = None  # "table2": also set the decisions against DATAMASK Table 2's order (candidate
     # names as table2_tiny's corpora: raw, semdedup, edu, ultrafineweb, dclm, datamask_paper, ...)
 
@@ -89,6 +91,8 @@ class DecideConfig:
               self.max_cells, "null or a positive number of cells")
         check(self.max_hours is None or float(self.max_hours) > 0, "max_hours", self.max_hours,
               "null or a positive number of hours")
+        check(not (self.fresh_top and self.max_seeds is not None), "fresh_top", self.fresh_top,
+              "false when decide.max_seeds is set (the replicate is a fixed design: set decide.max_seeds=null)")
         from curation.reporting.decide_sequential import SPENDING
 
         check(self.spending in SPENDING, "spending", self.spending, f"one of {list(SPENDING)}")
@@ -386,7 +390,9 @@ def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: Decid
                                   order, restrict)
     snr = signal_to_noise(table)
     headline, why = headline_metric(snr, cfg.headline, scale=top)
-    agreement = ladder_agreement(table, cells)
+    from curation.reporting.decide_accuracy import with_intervals
+
+    agreement = with_intervals(ladder_agreement(table, cells), cells, items, restrict)
     errors = item_vs_seed(cells, items, n_items) if items else pd.DataFrame()
     params = cells.groupby("scale")["parameters"].first().to_dict() if "parameters" in cells else {}
     text = recommendation(cells, table, headline, why, scale=top, items=items, snr=snr, tasks=tasks,

@@ -269,7 +269,8 @@ def chance_levels(eval_config: Mapping) -> dict[str, float]:
     out = {}
     for name in cfg.tasks:
         try:
-            task = load_task(name, limit=cfg.limit_for(name), seed=cfg.seed, data_dir=cfg.data_dir)
+            task = load_task(name, limit=cfg.limit_for(name), seed=cfg.seed, data_dir=cfg.data_dir,
+                             exclude_seed=cfg.exclude_seed)
         except (TaskUnavailable, KeyError):
             continue
         if task.spec.kind == "multiple_choice" and task.items:

@@ -258,14 +258,27 @@ def _items_per_task(errors: Optional[pd.DataFrame], scale: str) -> int:
 
 
 def _ladder_lines(agreement: pd.DataFrame) -> list[str]:
-    top = agreement["large"].iloc[0]
-    lines = [f"Does a decision made on less compute hold at {top} (DataDecide's decision accuracy: the share of "
-             "pairs ordered as at the top)?", "",
-             "| metric | scale | FLOPs | pairs ordered as at the top | decided there | of those, sign holds |",
+    top = str(agreement["large"].iloc[0])
+    fresh = top.endswith("-fresh")
+    what = ("an independent replicate of the top rung (fresh seeds, fresh selection draws, items disjoint from "
+            "the ladder's)" if fresh else "the top rung, which re-uses the lower rungs' seeds, draws and items (a "
+            "re-training of the same experiment, not an independent replication: decide.fresh_top adds one)")
+    has_ci = "acc_low" in agreement
+    lines = [f"Does a decision made on less compute hold at {top}, {what}? DataDecide's decision accuracy: the "
+             "share of all pairs ordered as there" + (" (95% interval: a hierarchical bootstrap over tasks, items "
+                                                      "and seeds with their draws)" if has_ci else "")
+             + "; and of the pairs decided at the lower scale, how many keep their sign (exact binomial interval).",
+             "", "| metric | scale | FLOPs | pairs ordered as at the top | decided there | of those, sign holds |",
              "|---|---|---:|---:|---:|---:|"]
     for _, r in agreement.iterrows():
-        lines.append(f"| {r['metric']} | {r['small']} | {r.get('flops_small', float('nan')):.2g} | "
-                     f"{r['sign_agreement_all']:.2f} | {int(r['decided_small'])} | {int(r['sign_holds'])} |")
+        acc = f"{r['sign_agreement_all']:.2f} of {int(r['pairs'])}"
+        if has_ci and np.isfinite(r.get("acc_low", np.nan)):
+            acc += f" [{r['acc_low']:.2f}, {r['acc_high']:.2f}]"
+        holds = f"{int(r['sign_holds'])}"
+        if "holds_low" in r and np.isfinite(r["holds_low"]):
+            holds += f" [{r['holds_low']:.2f}, {r['holds_high']:.2f}]"
+        lines.append(f"| {r['metric']} | {r['small']} | {r.get('flops_small', float('nan')):.2g} | {acc} | "
+                     f"{int(r['decided_small'])} | {holds} |")
     return lines + [""]
 
 
@@ -277,7 +290,10 @@ def ladder_plot(agreement: pd.DataFrame):
     fig, ax = plt.subplots(figsize=(6.5, 4.0))
     for metric, part in agreement.groupby("metric", sort=False):
         part = part.sort_values("flops_small")
-        ax.plot(part["flops_small"], part["sign_agreement_all"], marker="o", label=metric)
+        line, = ax.plot(part["flops_small"], part["sign_agreement_all"], marker="o", label=metric)
+        if "acc_low" in part and part["acc_low"].notna().any():  # the bootstrap interval as a band
+            ax.fill_between(part["flops_small"], part["acc_low"], part["acc_high"], color=line.get_color(),
+                            alpha=0.12, linewidth=0)
     ax.set_xscale("log")
     ax.set_ylim(-0.05, 1.05)
     ax.axhline(0.5, color="0.6", linestyle=":", linewidth=1)
