@@ -103,10 +103,56 @@ def _make_inputs(folder: Path) -> Path:
     other = pd.concat([gnupg[gnupg["language"] == "de"].head(3), gnupg[gnupg["language"] == "ru"].head(2)])
     (folder / "languages.jsonl").write_text("".join(json.dumps({"id": r.id, "text": r.text}) + "\n" for r in
                                                     pd.concat([head.head(8), other[["id", "text"]]]).itertuples()))
+    _make_issue52_inputs(folder, docs)
     from curation.lm import train_tokenizer
 
     train_tokenizer(docs["text"].head(40).tolist(), vocab_size=600).save(str(folder / "tokenizer.json"))
     return folder
+
+
+def _make_issue52_inputs(folder: Path, docs: pd.DataFrame) -> None:
+    """Issue #52's classes: a folder of every format the readers know (and one with a csv beside them), a damaged
+    parquet shard of four, invalid UTF-8 inside parquet text values, a struct ``extra`` in one shard and none in
+    the other, and one 60 MB document for a memory limit."""
+    import bz2
+    import lzma
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def lines(frame: pd.DataFrame) -> bytes:
+        return "".join(json.dumps({"id": r.id, "text": r.text}) + "\n" for r in frame.itertuples()).encode()
+
+    parts = [docs.iloc[12 + 6 * i:18 + 6 * i][["id", "text"]].reset_index(drop=True) for i in range(7)]
+    for name in ("formats", "formats_csv"):
+        (folder / name / "sub").mkdir(parents=True)
+        parts[0].to_parquet(folder / name / "a.parquet")
+        parts[1].to_parquet(folder / name / "b.pq")
+        parts[2].to_parquet(folder / name / "c.parquet.snappy")
+        (folder / name / "d.json").write_bytes(lines(parts[3]))  # JSON Lines named .json
+        (folder / name / "e.jsonl").write_bytes(lines(parts[4]))
+        (folder / name / "f.jsonl.bz2").write_bytes(bz2.compress(lines(parts[5])))
+        (folder / name / "sub" / "g.jsonl.xz").write_bytes(lzma.compress(lines(parts[6])))
+    (folder / "formats_csv" / "table.csv").write_text("id,text\na,b\n")
+    (folder / "damaged").mkdir()  # four shards, scrambled bytes in the text pages of the third
+    for i in range(4):
+        docs.iloc[50 * i:50 * (i + 1)].to_parquet(folder / "damaged" / f"part-{i}.parquet", compression="snappy")
+    third = folder / "damaged" / "part-2.parquet"
+    raw = bytearray(third.read_bytes())
+    at = pq.ParquetFile(third).metadata.row_group(0).column(1).data_page_offset + 100
+    raw[at:at + 256] = bytes((i * 151 + 7) % 256 for i in range(256))  # a page header: "Couldn't deserialize thrift"
+    third.write_bytes(bytes(raw))
+    texts = [t.encode() for t in docs["text"].head(DOCS)]  # two texts with bytes that are not UTF-8
+    texts[2], texts[5] = texts[2][:40] + b"\xff\xfe" + texts[2][40:], b"\xc3\x28" + texts[5]
+    raw_texts = pa.array(texts, pa.binary())
+    pq.write_table(pa.table({"id": pa.array(list(docs["id"].head(DOCS))),
+                             "text": pa.Array.from_buffers(pa.string(), DOCS, raw_texts.buffers())}),
+                   folder / "latin.parquet")
+    (folder / "struct").mkdir()  # extra a struct in one shard, absent from the other
+    docs.iloc[:20][["id", "text"]].assign(extra=[{"category": "web", "n": i} for i in range(20)]).to_parquet(
+        folder / "struct" / "a.parquet")
+    docs.iloc[20:40][["id", "text"]].to_parquet(folder / "struct" / "b.parquet")
+    (folder / "huge.jsonl").write_text(json.dumps({"id": "huge", "text": "All work and no play. " * 2_800_000}) + "\n")
 
 
 # --- the table ----------------------------------------------------------------------------------------------
@@ -121,12 +167,13 @@ class Case:
     exit: int = 2  # 0: counted handling
     drops: dict[str, int] = field(default_factory=dict)  # counted: reason -> rows in rejected_documents
     source_file: str | None = None  # counted: the file the drops name
-    setup: str | None = None  # held | full_disk | read_only | bug (ingest's validation raises a RuntimeError)
+    setup: str | None = None  # held | full_disk | full_namespace | read_only | bug (ingest's validation raises a RuntimeError)
     # refused by a check that needs the ingested corpus (its token counts): ingest's own outputs, complete and
     # reused by the next run, may be new in 02_intermediate; nothing else, and the earlier files stay as they were
     after_ingest: bool = False
     summary: str | None = None  # counted: a line the run's summary must print
     env: dict[str, str] = field(default_factory=dict)  # more environment ({tmp}: the case's own temporary folder)
+    memory_mb: int = 0  # > 0: the command runs under a memory limit (RLIMIT_AS) this many MB above its size now
 
 
 # the cheapest run that reads the corpus: ingest alone, in the driver, without MLflow and the text dedup
@@ -285,6 +332,25 @@ CASES = [
     Case("kedro_unexpected_failure", "kedro", kedro("ingest", "data.path={inp}/good.parquet"),
          r"^kedro run: unexpected error: RuntimeError: a fault no check foresaw \(the full trace is in (\S+\.trace); ",
          exit=1, setup="bug"),
+    # issue #52: every file of a folder read, or a refusal naming what would be left out; damaged shards, invalid
+    # UTF-8, full disks, memory limits and a struct column end counted or in one line with the file and the fix
+    Case("folder_of_every_format", "curate", curate("data.path={inp}/formats"), r"kept +42 ", exit=0,
+         summary=r"read +42 rows from 7 of 7 shards"),
+    Case("folder_of_every_format_and_a_csv", "curate", curate("data.path={inp}/formats_csv"),
+         r"formats_csv: 1 of its 8 files is in no format the corpus reader knows and would be left out: table\.csv\. "
+         r"Fix: convert them to parquet or JSON Lines, move them out of data\.path, or point data\.path at a glob"),
+    Case("damaged_parquet_shard_of_four", "curate", curate("data.path={inp}/damaged"),
+         r"part-2\.parquet: cannot be read as parquet \(.+\)\. Fix: replace the file with a complete copy"),
+    Case("parquet_text_not_utf8", "curate", curate("data.path={inp}/latin.parquet"), r"invalid_utf8", exit=0,
+         drops={"invalid_utf8": 2}, source_file="latin.parquet"),
+    Case("struct_extra_in_one_shard_of_two", "curate", curate("data.path={inp}/struct"), r"kept +40 ", exit=0,
+         summary=r"read +40 rows from 2 of 2 shards"),
+    Case("disk_fills_while_publishing", "curate", curate("data.path={inp}/big.parquet"),
+         r"the disk is full while writing \S+/documents \(No space left on device\)\. Fix: free space",
+         setup="full_namespace"),
+    Case("memory_limit", "curate", curate("data.path={inp}/huge.jsonl", "data.max_chars=null"),
+         r"huge\.jsonl: ran out of memory \(.*MemoryError.*\)\. Fix: give the run more memory, or lower data\.workers",
+         memory_mb=300),
     Case("corpus_of_one_document", "curate", curate("data.path={inp}/one.parquet"), r"kept +1 ", exit=0),
     # kedro run
     Case("kedro_unknown_key", "kedro", kedro("ingest", "data.bogus=1"),
@@ -364,8 +430,17 @@ ENTRY = {"curate": ("curate", "curation.hydra_app"), "kedro": ("kedro", "kedro.f
          "megatron": ("curate-megatron", "curation.pretraining.launch")}
 
 
-def _entry_point(cli: str, argv: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> None:
-    """The forked process: the command's console-script function with ``argv``, its streams in files."""
+def _entry_point(cli: str, argv: list[str], cwd: str, env: dict[str, str], out: str, err: str,
+                 memory_mb: int = 0) -> None:
+    """The forked process: the command's console-script function with ``argv``, its streams in files; with
+    ``memory_mb``, under a real memory limit (RLIMIT_AS, as ``ulimit -v`` or a container sets) that many MB above
+    what the process maps now."""
+    if memory_mb:
+        import resource
+
+        with open("/proc/self/status") as status:
+            size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (size + (memory_mb << 20), size + (memory_mb << 20)))
     for fd, path in ((1, out), (2, err)):
         handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(handle, fd)
@@ -393,10 +468,10 @@ class Result:
     seconds: float
 
 
-def invoke(cli: str, argv: list[str], root: Path, logs: Path, env: dict[str, str]) -> Result:
+def invoke(cli: str, argv: list[str], root: Path, logs: Path, env: dict[str, str], memory_mb: int = 0) -> Result:
     out, err = logs / "stdout.txt", logs / "stderr.txt"
     process = multiprocessing.get_context("fork").Process(
-        target=_entry_point, args=(cli, argv, str(root), env, str(out), str(err)))
+        target=_entry_point, args=(cli, argv, str(root), env, str(out), str(err), memory_mb))
     started = time.monotonic()
     process.start()
     process.join(300)
@@ -495,12 +570,14 @@ def test_bad_input(case: Case, bench, tmp_path, monkeypatch):
             holder = subprocess.Popen([sys.executable, "-c", code, "curate", "pipeline=ingest"],
                                       stdout=subprocess.PIPE, text=True)
             assert holder.stdout.readline().strip() == "held"
-        elif case.setup in ("full_disk", "read_only"):
+        elif case.setup in ("full_disk", "read_only", "full_namespace"):
             layer = root / "megatron" if case.cli == "megatron" else root / "data" / "02_intermediate"
+            if case.setup == "full_namespace":  # the namespace's folder only: the staging folder has room
+                layer = layer / namespace
             before = _snapshot(outputs)  # the mount hides what was there; it is back once unmounted
             _mount_tmpfs(layer, read_only=case.setup == "read_only")
             mounted = layer
-        result = invoke(case.cli, argv, root, tmp_path, env)
+        result = invoke(case.cli, argv, root, tmp_path, env, case.memory_mb)
     finally:
         if holder is not None:
             holder.kill()
@@ -528,7 +605,7 @@ def test_bad_input(case: Case, bench, tmp_path, monkeypatch):
         after = {p: v for p, v in after.items() if p in before}
     assert after == before, "the failed run left something in the namespace"
     if mounted is not None:  # what the run had written on the full disk before it failed was removed
-        scope = mounted if case.cli == "megatron" else mounted / namespace
+        scope = mounted if case.cli == "megatron" or case.setup == "full_namespace" else mounted / namespace
         assert not [p for p in left_on_disk if p != str(mounted) and Path(p).is_relative_to(scope)], left_on_disk
     if case.name == "namespace_outside_data":
         assert not (root / "escape").exists() and not (root.parent / "escape").exists()

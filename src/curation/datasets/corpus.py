@@ -104,12 +104,16 @@ def _load_checked(load, name: str, fmt: str):
     except MemoryError as err:
         raise CorpusMemoryError(memory_message(name, err)) from err
     except Exception as err:
-        if out_of_memory(err):  # a parser that turned the MemoryError into its own error (pandas' JSON reader)
-            raise CorpusMemoryError(memory_message(name, err)) from err
-        raise CorpusReadError(
-            f"{name}: cannot be read as {fmt} ({_first_line(err)}). Fix: replace the file with a complete "
-            f"copy (an interrupted copy or download leaves it cut short or damaged), remove it from data.path, "
-            f"or set data.format if it is not {fmt}.") from err
+        raise _read_error(name, fmt, err) from err
+
+
+def _read_error(name: str, fmt: str, err: BaseException) -> UserError:
+    if out_of_memory(err):  # a parser that turned the MemoryError into its own error (pandas' JSON reader)
+        return CorpusMemoryError(memory_message(name, err))
+    return CorpusReadError(
+        f"{name}: cannot be read as {fmt} ({_first_line(err)}). Fix: replace the file with a complete "
+        f"copy (an interrupted copy or download leaves it cut short or damaged), remove it from data.path, "
+        f"or set data.format if it is not {fmt}.")
 
 
 class CorpusShardsDataset(PartitionedDataset):
@@ -284,6 +288,12 @@ class CorpusShardsDataset(PartitionedDataset):
         for path in sorted(self._list_partitions(), key=self._path_to_partition):
             fmt = self._formats[path]
             name = self._path_to_partition(path)
-            for suffix, dataset, where in self._pieces(path, fmt):
+            try:  # planning reads a parquet file's footer, or scans a large JSON Lines file: it can fail too
+                pieces = self._pieces(path, fmt)
+            except UserError:
+                raise
+            except Exception as err:
+                raise _read_error(name, fmt, err) from err
+            for suffix, dataset, where in pieces:
                 shards[name + suffix] = partial(_load_checked, dataset.load, name + where, fmt)
         return shards
