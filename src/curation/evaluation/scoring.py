@@ -39,6 +39,7 @@ first stop string, equals one of the gold answers after SQuAD normalisation
 
 from __future__ import annotations
 
+import hashlib
 import re
 import string
 from typing import Iterable, Optional, Sequence
@@ -50,6 +51,12 @@ from tokenizers import Tokenizer
 from curation.evaluation.tasks import GenerationItem, MultipleChoiceItem
 from curation.lm.model import CausalLM
 from curation.lm.tokenizer import eos_id
+
+
+# text -> token ids, per tokenizer digest (LMScorer.encode); at most _ENCODED_MAX texts (the 10 decide
+# tasks x 100 items are ~8,000 texts)
+_ENCODED: dict[str, dict[str, tuple[int, ...]]] = {}
+_ENCODED_MAX = 200_000
 
 
 def _wide(logits: torch.Tensor) -> torch.Tensor:
@@ -69,25 +76,42 @@ class LMScorer:
         prepend_eos: bool = True,
         max_length: Optional[int] = None,
         packed: bool = True,
+        packed_tokens: int = 2048,
     ):
-        """batch_size: sequences per forward pass (``packed=False``); packed, a forward pass holds up to
-        ``batch_size x max_length`` token slots (padding included), the same memory as the per-request
-        path's largest batch. packed: share each prompt's forward pass among its requests (the module
-        docstring); False is the per-request path."""
+        """batch_size: sequences per forward pass (``packed=False``). packed: share each prompt's forward
+        pass among its requests (the module docstring); False is the per-request path. packed_tokens: token
+        slots (padding included, at least one row) per packed forward pass: with 2 torch threads on the
+        2-core machine (load 8-18 from other jobs) 2,048 took the least CPU time on the decide tasks, 512 and
+        1,024 ~1.3x more (smaller matmuls), and with 1 thread 4,096 took ~1.3x more than 2,048 (larger
+        (B, heads, T, T) attention and more padding per batch)."""
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.packed = packed
+        self.packed_tokens = packed_tokens
         self.prepend_eos = prepend_eos
         self.eos_id = eos_id(tokenizer)
         self.max_length = max_length or model.config.max_seq_len
         # Inputs go where the model is (a GPU-trained model is scored on its GPU; CPU by default).
         self.device = next(model.parameters()).device
+        # the encodings of this tokenizer (by content: every cell loads its own copy of the same tokenizer);
+        # one tokenizer's at a time, so a run that changes tokenizers does not accumulate them
+        digest = hashlib.sha1(tokenizer.to_str().encode()).hexdigest()
+        if digest not in _ENCODED:
+            _ENCODED.clear()
+        self._encoded = _ENCODED.setdefault(digest, {})
 
     # --- encoding ---
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        """Token ids of ``text``, remembered per tokenizer: the decide cells score the same items with the
+        same tokenizer cell after cell, and encoding them was ~1 s of every evaluation (issue #51)."""
+        ids = self._encoded.get(text)
+        if ids is None:
+            if len(self._encoded) >= _ENCODED_MAX:
+                self._encoded.clear()
+            ids = self._encoded[text] = tuple(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        return list(ids)
 
     def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
         """Context and continuation ids, split as lm-eval's ``_encode_pair`` does."""
@@ -157,7 +181,7 @@ class LMScorer:
         common prefix once (positions 0..P-1), then each distinct input's remaining tokens (positions
         P, P+1, ...). Token q may attend to key k iff k is in the prefix or in q's own branch, and k's
         position <= q's: what q attends to in its own sequence. Identical inputs share one branch. Rows
-        are sorted by length and batched up to ``batch_size x max_length`` token slots; logits only at
+        are sorted by length and batched up to ``packed_tokens`` token slots; logits only at
         the positions that predict a scored token. Padding attends to itself only (no empty softmax).
         """
         results: list[list[Optional[tuple[float, bool]]]] = [[None] * len(g) for g in groups]
@@ -190,7 +214,7 @@ class LMScorer:
                 where[m] = ([j if j < prefix else start[tuple(x)] + j - prefix for j in range(n - k, n)], cont)
             rows.append((g, tokens, positions, branch, where))
         rows.sort(key=lambda r: -len(r[1]))
-        budget = self.batch_size * self.max_length
+        budget = self.packed_tokens
         batch: list = []
         for row in rows:
             if batch and (len(batch) + 1) * len(batch[0][1]) > budget:
