@@ -156,8 +156,8 @@ def test_table2_sweep_writes_the_table_from_mlflow_runs(lm_project):
     assert cells["metrics.corpus_docs"].eq(18).all()
     assert cells.loc[cells["params.table2.corpus"] == "edu", "metrics.corpus_score_mean"].iloc[0] == pytest.approx(
         edu["edu"].mean())
-    report = (project / "data/08_reporting/table2_tiny/report.md").read_text()
+    report = (project / "data/08_reporting/default/table2_tiny/report.md").read_text()
     assert "| raw | FineWeb |" in report and "| edu | FineWeb-Edu |" in report and "noise" in report
-    table = pd.read_csv(project / "data/08_reporting/table2_tiny/table.csv")
+    table = pd.read_csv(project / "data/08_reporting/default/table2_tiny/table.csv")
     assert list(table["corpus"]) == ["raw", "edu", "chance"]
     assert {"reasoning", "reasoning_sd", "average", "average_sd", "delta_average", "win"} <= set(table.columns)

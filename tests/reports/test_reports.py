@@ -53,6 +53,21 @@ def test_choose_runs_keeps_the_children_of_the_newest_sweep():
         choose_runs(runs, "newest")
 
 
+def test_choose_runs_of_a_namespace_keeps_its_runs_and_its_sweeps_jobs():
+    runs = pd.DataFrame({
+        "run_id": list("abcde"), "status": ["FINISHED"] * 5,
+        "start_time": pd.to_datetime([1, 2, 3, 4, 5], unit="s"),
+        "tags.kedro.pipelines": ["selection"] * 5,
+        "tags.mlflow.parentRunId": [None, "p1", "p1", "p2", None],
+        "tags.curation.namespace": ["alice", "alice/multirun/d_t/0", "alice/multirun/d_t/1", "bob/multirun/d_t/0",
+                                    "alice/sub"],
+    })
+    assert list(choose_runs(runs, "latest_sweep", "alice")["run_id"]) == ["b", "c"]  # not bob's newer sweep
+    assert list(choose_runs(runs, "all", "alice")["run_id"]) == ["a", "b", "c"]  # not the namespace alice/sub
+    assert list(choose_runs(runs, "latest_sweep", "bob")["run_id"]) == ["d"]
+    assert list(choose_runs(runs, "latest_sweep")["run_id"]) == ["d"]  # no namespace: every run, as before
+
+
 def test_unknown_artefact_and_no_runs_are_clear_errors():
     with pytest.raises(ValueError, match="no report builder"):
         build_report("fig99", pd.DataFrame({"run_id": ["a"]}), {}, {})
@@ -76,7 +91,7 @@ def test_sweep_then_report_from_mlflow(default_job_250, monkeypatch):
     _curate(project, "-m", "experiment=fig7_group_size", "selection.group_size=2,8", *small)
     _curate(project, "pipeline=reports", "experiment=fig7_group_size", f"data.path={CORPUS_DIR}")
 
-    out = project / "data" / "08_reporting" / "fig7_group_size"
+    out = project / "data" / "08_reporting" / "default" / "fig7_group_size"
     table = pd.read_csv(out / "table.csv")
     assert list(table["G"]) == [2, 8] and table["final_fl"].between(0, 1).all()
     assert (out / "group_size.png").stat().st_size > 1000
@@ -122,3 +137,39 @@ def test_log_benchmark_records_files_metrics_and_skipped_nans(project, tmp_path,
     assert run.data.tags["skipped_metrics"] == "unreached" and run.data.tags["benchmark"] == "bench_x"
     assert client.get_experiment(run.info.experiment_id).name == "benchmarks"
     assert [a.path for a in client.list_artifacts(run_id)] == ["bench.csv"]
+
+
+@pytest.mark.slow  # two `curate pipeline=reports` processes (~20 s each on 2 cores)
+def test_two_namespaces_reproducing_one_table_keep_two_reports_each_from_its_own_runs(project):
+    """Issue #52: reports were written to data/08_reporting/<experiment>/ whatever the namespace, and built from
+    the experiment's newest run whoever recorded it, so two people (or one person on two corpora) reproducing
+    one table overwrote each other's report without a word. Each namespace gets a scoring run in the one MLflow
+    experiment, recorded through MLflow's API with the tags and the ``tables/quality_share_table.csv`` artifact a
+    scoring run logs (a real scoring run costs minutes); both reports run at once, one per namespace."""
+    from curation.tracking.store import setup_experiment
+
+    tracking = {"uri": "sqlite:///mlruns/mlflow.db", "artifact_location": "mlruns/artifacts",
+                "experiment_name": "table6_quality_distribution"}
+    experiment = setup_experiment(tracking, project)
+    client = mlflow.MlflowClient()
+    shares, run_ids = {}, {}
+    for namespace, share in (("alice", [0.25, 0.75]), ("bob", [0.5, 0.5])):  # bob's run is the newer one
+        run = client.create_run(experiment, tags={"kedro.pipelines": "scoring", "curation.namespace": namespace})
+        shares[namespace] = pd.DataFrame({"score": [3, 4], "share": share})
+        client.log_text(run.info.run_id, shares[namespace].to_csv(index=False), "tables/quality_share_table.csv")
+        client.set_terminated(run.info.run_id)
+        run_ids[namespace] = run.info.run_id
+    curate = Path(sys.executable).parent / "curate"
+    env = {**os.environ, "CURATION_PROJECT_ROOT": str(project)}
+    reports = {ns: subprocess.Popen([str(curate), "pipeline=reports", "experiment=table6_quality_distribution",
+                                     f"run.namespace={ns}"], cwd=project, env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True) for ns in shares}
+    for namespace, process in reports.items():
+        _, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-3000:]
+    for namespace, share in shares.items():
+        out = project / "data" / "08_reporting" / namespace / "table6_quality_distribution"
+        pd.testing.assert_frame_equal(pd.read_csv(out / "table.csv"), share)
+        assert list(pd.read_csv(out / "runs.csv")["run_id"]) == [run_ids[namespace]]
+        assert "Table 6" in (out / "report.md").read_text() and (out / "quality_share.png").stat().st_size > 1000
+    assert not (project / "data" / "08_reporting" / "table6_quality_distribution").exists()

@@ -16,8 +16,10 @@ from curation.tracking.store import resolve_uri
 log = logging.getLogger(__name__)
 
 
-def collect_runs(report: dict[str, Any], tracking: dict[str, Any]) -> tuple[pd.DataFrame, dict, dict, dict[str, float]]:
-    """The runs of ``report.experiment`` with the histories and table artifacts its builder declares."""
+def collect_runs(report: dict[str, Any], tracking: dict[str, Any], run: dict[str, Any] | None = None
+                 ) -> tuple[pd.DataFrame, dict, dict, dict[str, float]]:
+    """The runs of ``report.experiment`` recorded in this run's namespace (``run.namespace``, its sweeps'
+    jobs included), with the histories and table artifacts its builder declares."""
     name = report.get("experiment")
     known = registry()
     if not name:
@@ -29,7 +31,8 @@ def collect_runs(report: dict[str, Any], tracking: dict[str, Any]) -> tuple[pd.D
     spec = known[name]
     fetched = fetch_runs(resolve_uri(str(tracking["uri"]), project_root()), source,
                          str(report.get("runs", "latest_sweep")), spec.history_keys, spec.table_artifacts,
-                         hint=f"run `curate -m experiment={name}` first")
+                         hint=f"run `curate -m experiment={name}` first",
+                         namespace=str((run or {}).get("namespace") or "default"))
     log.info("report %s: %d of %d runs of MLflow experiment %s", name, len(fetched.runs), len(fetched.all_runs),
              source)
     metrics = {"report_runs": float(len(fetched.runs)), "experiment_runs": float(len(fetched.all_runs))}

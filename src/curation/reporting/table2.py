@@ -13,7 +13,7 @@ It is the ``table2_tiny`` artefact of the reports pipeline
 (:func:`curation.reporting.registry.registry`);
 :class:`curation.tracking.hydra_callbacks.Table2ReportCallback` runs that
 pipeline when the sweep ends, so ``curate experiment=table2_tiny`` leaves the
-report in ``data/08_reporting/table2_tiny/``. Rebuild it from MLflow alone with
+report in ``data/08_reporting/<namespace>/table2_tiny/``. Rebuild it from MLflow alone with
 ``curate experiment=table2_tiny pipeline=reports hydra.mode=RUN``.
 """
 

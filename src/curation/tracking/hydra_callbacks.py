@@ -98,7 +98,7 @@ class Table2ReportCallback(Callback):
                               "run_name": f"{NAME} report"}
         try:
             run_kedro(params)
-            log.info("%s report written to data/08_reporting/%s/", NAME, NAME)
+            log.info("%s report written to data/08_reporting/%s/%s/", NAME, params["run"]["namespace"], NAME)
         except Exception:  # noqa: BLE001 -- the sweep's results stay in MLflow; the report can be rebuilt
             log.exception("%s report failed; rebuild it with `curate experiment=%s pipeline=reports "
                           "hydra.mode=RUN`", NAME, NAME)

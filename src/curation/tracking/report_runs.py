@@ -28,10 +28,11 @@ class FetchedRuns:
 
 
 def fetch_runs(tracking_uri: str, experiment: str, mode: str, history_keys: Sequence[str],
-               table_artifacts: Sequence[str], hint: str = "") -> FetchedRuns:
-    """The runs of MLflow experiment ``experiment`` chosen by ``mode``, with the declared histories and
-    ``tables/<name>.csv`` artifacts (a run without one is logged and skipped). ``hint``: how to make the
-    runs, for the error when the experiment does not exist."""
+               table_artifacts: Sequence[str], hint: str = "", namespace: str | None = None) -> FetchedRuns:
+    """The runs of MLflow experiment ``experiment`` chosen by ``mode`` (among those of ``namespace`` when given:
+    :func:`curation.reporting.runs.choose_runs`), with the declared histories and ``tables/<name>.csv`` artifacts
+    (a run without one is logged and skipped). ``hint``: how to make the runs, for the error when the experiment
+    does not exist."""
     import mlflow
     from mlflow import MlflowClient
 
@@ -44,7 +45,7 @@ def fetch_runs(tracking_uri: str, experiment: str, mode: str, history_keys: Sequ
         raise ValueError(f"MLflow has no experiment {experiment!r} at {tracking_uri}{': ' + hint if hint else ''}")
     mlflow.set_tracking_uri(client.tracking_uri)
     all_runs = mlflow.search_runs(experiment_ids=[found.experiment_id], output_format="pandas")
-    runs = choose_runs(all_runs, mode)
+    runs = choose_runs(all_runs, mode, namespace)
     histories: dict[str, dict[str, pd.DataFrame]] = {}
     tables: dict[str, dict[str, pd.DataFrame]] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,7 +8,7 @@ from curation.nodes.reports import collect_runs, write_report
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
-            Node(collect_runs, inputs=["params:report", "params:tracking"],
+            Node(collect_runs, inputs=["params:report", "params:tracking", "params:run"],
                  outputs=["report_runs", "report_histories", "report_tables", "report_collect_metrics"],
                  name="collect_runs_node"),
             Node(write_report, inputs=["report_runs", "report_histories", "report_tables", "params:report"],
