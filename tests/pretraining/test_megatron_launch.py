@@ -6,6 +6,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -181,3 +182,30 @@ def test_a_folder_prefix_means_inside_the_folder(selection, tmp_path):
     (tmp_path / "existing").mkdir()
     stats = convert(root / "packed", tmp_path / "existing")
     assert stats.prefix == str(tmp_path / "existing" / "packed") and (tmp_path / "existing" / "packed.idx").is_file()
+
+
+def test_an_unexpected_failure_is_one_line_naming_the_file_with_its_trace(project, tmp_path, capsys, monkeypatch):
+    """Issue #52: ``curate-megatron`` printed the whole trace of a failure no check foresaw (one per rank under
+    torchrun); now, as ``curate``, one line naming the file under the project's ``logs/`` that holds it, exit 1.
+    The failure is real: a checkpoint folder whose ``latest.json`` was cut short (a copy interrupted half-way),
+    which ``export`` reads as JSON."""
+    from curation.pretraining.launch import main
+
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "latest.json").write_text('{"iteration": 3, "dir": "iter_00')
+    assert main(["export", "--load", str(checkpoint), "--output", str(tmp_path / "model")]) == 1
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    import re
+
+    found = re.fullmatch(r"curate-megatron: unexpected error: JSONDecodeError: .+ \(the full trace is in "
+                         r"(\S+/logs/curate-megatron-\S+\.trace); please report it with that file\)", lines[0])
+    assert found, lines[0]
+    trace = Path(found.group(1))
+    assert trace.parent == project / "logs"
+    text = trace.read_text()
+    assert "Traceback" in text and "json.decoder.JSONDecodeError" in text and "_latest" in text
+    assert not (tmp_path / "model").exists()

@@ -38,6 +38,7 @@ import json
 import os
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Optional
 
 from curation.pretraining.convert import (  # noqa: F401  (re-exported: launch.py held them before issue #45)
@@ -114,11 +115,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+PROG = "curate-megatron"
+
+
+def _trace_root() -> Path:
+    """Where ``logs/`` for the traces of unexpected failures goes: the project, as for ``curate``; the working
+    folder when the command runs outside one (a cluster node with the installed package only)."""
+    from curation.paths import project_root
+
+    try:
+        return project_root()
+    except FileNotFoundError:
+        return Path.cwd()
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     """The ``curate-megatron`` command. A known failure (a missing or unreadable input, a full disk:
     :func:`curation.errors.user_message`) ends with one ``curate-megatron: error: ...`` line and exit status 2,
-    as ``curate`` and ``kedro run`` do; the trace with ``--verbose`` or ``HYDRA_FULL_ERROR=1``."""
-    from curation.errors import VERBOSE_ENV, format_failure, user_message, verbose
+    as ``curate`` and ``kedro run`` do; any other (a bug, a failure no check foresaw) with one line naming the
+    file under ``logs/`` that holds its trace, and exit status 1 (it printed the whole trace before, issue #52:
+    under ``torchrun`` one per rank). The trace on the console with ``--verbose`` or ``HYDRA_FULL_ERROR=1``."""
+    from curation.errors import VERBOSE_ENV, format_failure, format_unexpected, user_message, verbose, write_trace
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--verbose" in argv:
@@ -127,10 +144,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return _main(argv)
     except Exception as err:
-        message = user_message(err)
-        if message is None or verbose():
+        if verbose():
             raise
-        print(format_failure(message, "curate-megatron"), file=sys.stderr, flush=True)
+        message = user_message(err)
+        if message is None:
+            print(format_unexpected(err, write_trace(err, _trace_root(), PROG), PROG), file=sys.stderr, flush=True)
+            return 1
+        print(format_failure(message, PROG), file=sys.stderr, flush=True)
         return 2
 
 
