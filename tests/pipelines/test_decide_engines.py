@@ -41,9 +41,8 @@ def test_decide_on_local_ray_writes_the_same_cells_and_decisions_as_the_sequenti
     from curation.config_loader import compose_config
     from curation.decide.cells import run_cells
     from curation.lm import parse_config
-    from curation.nodes.decide import report_decisions
-    from curation.reporting.decide import parse_decide
-    from curation.reporting.decide_items import items_frame
+    from curation.reporting.decide import build_report, parse_decide
+    from curation.reporting.decide_stats import chance_levels
 
     cfg = compose_config(default_job_250 / "conf", ["experiment=decide_smoke", "pretrain.train.num_threads=1",
                                                     "eval.num_threads=1"])
@@ -70,12 +69,13 @@ def test_decide_on_local_ray_writes_the_same_cells_and_decisions_as_the_sequenti
     assert list(ray_items) == list(sequential_items) and ray_items == sequential_items  # every item's value
     assert sorted(ray_made, key=str) == sorted(sequential_made, key=str)  # one child run per cell, same params
 
-    reports = [report_decisions(table, items_frame(items), cfg["decide"], cfg["eval"], cfg["data"])
+    # the report node's work (curation.nodes.decide.report_decisions) on each engine's cells
+    reports = [build_report(table, items, decide, int(cfg["eval"]["limit"]), chance=chance_levels(cfg["eval"]))
                for table, items in ((sequential, sequential_items), (on_ray, ray_items))]
-    decisions = reports[0][0]
+    decisions = reports[0].table
     assert len(decisions) > 0 and decisions["decided"].notna().all()
-    pd.testing.assert_frame_equal(reports[1][0], decisions, check_exact=True)  # decisions.csv
-    assert reports[1][7] == reports[0][7]  # recommendation.md
+    pd.testing.assert_frame_equal(reports[1].table, decisions, check_exact=True)  # decisions.csv
+    assert reports[1].text == reports[0].text  # recommendation.md
 
     # resumable across engines: two local workers over the Ray run's cache load every cell, values unchanged
     again, again_items, _ = cells("ray", engine="local", workers=2)
