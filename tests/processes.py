@@ -32,6 +32,62 @@ def marked_processes(marker: str, exclude: set[int] = frozenset()) -> dict[int, 
     return found
 
 
+GONE_WITHIN_S = 60.0  # how long a test waits for processes to end: generous, a loaded CI machine is slow
+
+
+def _wait_for_exit_event(pids, timeout: float) -> None:
+    """Block until one of ``pids`` ends or ``timeout`` seconds pass. Each process gets a pidfd (Linux >= 5.3),
+    which becomes readable the moment the process ends, so this wakes on the event itself; where pidfds are not
+    available, it returns after 50 ms (the caller looks again)."""
+    import select
+
+    fds = []
+    try:
+        for pid in pids:
+            try:
+                fds.append(os.pidfd_open(pid))
+            except ProcessLookupError:
+                return  # ended already
+            except (AttributeError, OSError):
+                time.sleep(min(timeout, 0.05))
+                return
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        poller.poll(max(0.0, timeout) * 1000)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def wait_ended(pids, timeout: float = GONE_WITHIN_S) -> set[int]:
+    """Wait until every process of ``pids`` has ended (a zombie counts as ended), at most ``timeout`` seconds;
+    the pids still running then (empty: all ended). It returns once the last one ends, not after a fixed time:
+    a test that waits a fixed 5 s for a process to die fails on a loaded machine where it dies in 6."""
+    from curation.namespace_lock import pid_alive
+
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {pid for pid in pids if pid_alive(pid)}
+        remaining = deadline - time.monotonic()
+        if not left or remaining <= 0:
+            return left
+        _wait_for_exit_event(left, remaining)
+
+
+def wait_gone(marker: str, timeout: float = GONE_WITHIN_S, exclude: set[int] = frozenset()) -> dict[int, str]:
+    """Wait until no live process carries ``MARKER_ENV=marker`` (:func:`marked_processes`), at most ``timeout``
+    seconds; what is still running then (empty: all gone). Woken by the processes' ends (:func:`wait_ended`'s
+    pidfds), and it looks again at least once a second, for a process started while it waited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = marked_processes(marker, exclude)
+        remaining = deadline - time.monotonic()
+        if not left or remaining <= 0:
+            return left
+        _wait_for_exit_event(set(left), min(remaining, 1.0))
+
+
 def start_in_group(args: list[str], **popen_kwargs) -> subprocess.Popen:
     """Start ``args`` as the leader of a new process group (and session): its workers join the group."""
     return subprocess.Popen(args, start_new_session=True, **popen_kwargs)

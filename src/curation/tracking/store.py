@@ -268,7 +268,8 @@ def _schema_gaps(path: Path) -> list[str]:
             if not columns:
                 gaps.append(f"table {name}")
             elif missing:
-                gaps.append(f"{name}.{','.join(missing[:3])}" + (f" and {len(missing) - 3} more" if len(missing) > 3 else ""))
+                more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+                gaps.append(f"{name}.{','.join(missing[:3])}{more}")
         return gaps
     finally:
         con.close()
