@@ -3,6 +3,8 @@
     curate pipeline=ingest data.max_docs=2000
     curate -m data.max_docs=500,1000,2000      # one Kedro run (and MLflow child run) per job
     curate --cfg job                           # print the composed config
+    curate --describe selection.steps          # a key's value, type and description
+    curate --help                              # pipelines, experiments, the main overrides (conf/config.yaml)
 
 Hydra composes ``conf/config.yaml``; each job runs the requested pipeline(s)
 in a real ``KedroSession`` with the composed config as its parameters.
@@ -44,13 +46,14 @@ class UnknownPipelineError(UserError, ValueError):
 
 
 def known_pipelines() -> list[str]:
-    """The pipelines Kedro's ``find_pipelines`` can register: one module per pipeline under
-    ``curation.pipelines``, and ``__default__``."""
+    """The pipelines Kedro's ``find_pipelines`` can register: one package per pipeline under
+    ``curation.pipelines``, and ``__default__``. Plain modules there (``tokenizer.py``, a node several
+    pipelines share) are not pipelines: ``find_pipelines`` takes only the sub-packages."""
     import pkgutil
 
     import curation.pipelines
 
-    return sorted({m.name for m in pkgutil.iter_modules(curation.pipelines.__path__)} | {"__default__"})
+    return sorted({m.name for m in pkgutil.iter_modules(curation.pipelines.__path__) if m.ispkg} | {"__default__"})
 
 
 def check_pipelines(names: list[str]) -> None:
@@ -378,6 +381,10 @@ def main() -> None:
         sys.argv.remove("--verbose")
         os.environ["HYDRA_FULL_ERROR"] = "1"
     root = project_root()
+    if "--describe" in args:  # not a Hydra option: a key's value, type and descriptions (curation.cli_help)
+        from curation.cli_help import describe_main
+
+        raise SystemExit(describe_main(args, root))
     os.environ[MAIN_PID_ENV] = str(os.getpid())  # launcher workers inherit it (_die_with_curate)
     from curation import namespace_lock as locks
 
