@@ -2,8 +2,8 @@
 
 ``--help`` is Hydra's application help, customised in ``conf/config.yaml`` (``hydra.help``, Hydra's
 "Customizing Application's help"). Its prose lives there; the lists in it are not written out by hand but
-computed when Hydra resolves the template (the ``${curate_help:<section>}`` resolver that
-:func:`curation.config_schema.register_configs` registers), from ``conf/`` and the pipeline modules: a new
+computed when Hydra resolves the template (the ``${curate_help:<section>}`` resolver,
+:func:`register_help_resolver`), from ``conf/`` and the pipeline modules: a new
 experiment or pipeline appears in the help without anyone editing it, and one removed disappears (a help
 that names a deleted experiment is worse than none). Names starting with ``_`` (the ``_schema*`` entries,
 ``experiment/_reduced_scale``) are the config's internals and are left out.
@@ -74,6 +74,17 @@ def experiments(conf: Path) -> list[tuple[str, str]]:
             if not _private(p.stem)]
 
 
+def known_pipelines() -> list[str]:
+    """The pipelines Kedro's ``find_pipelines`` can register: one package per pipeline under
+    ``curation.pipelines``, and ``__default__``. Plain modules there (``tokenizer.py``, a node several
+    pipelines share) are not pipelines: ``find_pipelines`` takes only the sub-packages."""
+    import pkgutil
+
+    import curation.pipelines
+
+    return sorted({m.name for m in pkgutil.iter_modules(curation.pipelines.__path__) if m.ispkg} | {"__default__"})
+
+
 def _module_doc(path: Path) -> str:
     try:
         return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
@@ -83,10 +94,9 @@ def _module_doc(path: Path) -> str:
 
 def pipelines() -> list[tuple[str, str]]:
     """``(name, description)`` of every pipeline the registry can register: the same modules Kedro's
-    ``find_pipelines`` discovers (:func:`curation.hydra_app.known_pipelines`), each described by the first
+    ``find_pipelines`` discovers (:func:`known_pipelines`), each described by the first
     line of its ``pipeline.py`` docstring, read as text (importing them loads torch: seconds)."""
     import curation.pipelines
-    from curation.hydra_app import known_pipelines
 
     folder = Path(curation.pipelines.__path__[0])
     out = []
@@ -149,6 +159,14 @@ def help_section(section: str, conf: Optional[Path] = None) -> str:
     else:
         raise ValueError(f"curate_help: unknown section {section!r} (pipelines, experiments, groups)")
     return text.replace("$", "$$")
+
+
+def register_help_resolver() -> None:
+    """``${curate_help:pipelines|experiments|groups}``, the resolver of ``hydra.help.template`` (conf/config.yaml).
+    ``curate`` registers it before Hydra starts; nothing else resolves the ``hydra`` node."""
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("curate_help", help_section, replace=True)
 
 
 # --- curate --describe <key> ---
@@ -417,16 +435,19 @@ def describe_main(argv: list[str], root: Path) -> int:
 
     from hydra import compose
 
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
     from curation.config_schema import register_configs
     from curation.errors import composition_message, format_failure
-    from curation.hydra_app import _composing
 
     args = [a for a in argv if a != "--describe"]
     key = args.pop(0) if args and "=" not in args[0] else ""
     conf = root / "conf"
     register_configs()
+    GlobalHydra.instance().clear()
     try:
-        with _composing(conf):
+        with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
             cfg = compose(config_name="config", overrides=args, return_hydra_config=True)
     except Exception as err:
         print(format_failure(composition_message(err) or str(err)), file=sys.stderr)

@@ -265,15 +265,8 @@ def hydra_node(cls: type) -> type:
 _REGISTERED = False
 
 
-def _help_section(section: str) -> str:
-    from curation.cli_help import help_section
-
-    return help_section(section)
-
-
 def register_configs() -> None:
-    """Register every group's schema and the ``${project_root:}`` and ``${curate_help:...}`` resolvers once per
-    process."""
+    """Register every group's schema and the ``${project_root:}`` resolver once per process."""
     global _REGISTERED
     if _REGISTERED:
         return
@@ -283,10 +276,6 @@ def register_configs() -> None:
     from curation.paths import project_root
 
     OmegaConf.register_new_resolver("project_root", lambda: str(project_root()), replace=True)
-    # ${curate_help:pipelines|experiments|groups} in hydra.help.template (conf/config.yaml): the lists of
-    # `curate --help`, computed from conf/ and the pipeline modules when Hydra resolves the help, so they
-    # cannot go stale (curation.cli_help)
-    OmegaConf.register_new_resolver("curate_help", _help_section, replace=True)
     cs = ConfigStore.instance()
     for group, schema in _schemas().items():
         if isinstance(schema, dict):  # selection: one schema per method

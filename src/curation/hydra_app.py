@@ -26,6 +26,7 @@ from typing import Any, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
+from curation.cli_help import known_pipelines, register_help_resolver
 from curation.configuration import COMPOSED_KEY
 from curation.errors import UserError
 from curation.paths import project_root
@@ -43,17 +44,6 @@ def pipeline_names(value: str) -> list[str]:
 
 class UnknownPipelineError(UserError, ValueError):
     """``pipeline=`` names a pipeline that does not exist."""
-
-
-def known_pipelines() -> list[str]:
-    """The pipelines Kedro's ``find_pipelines`` can register: one package per pipeline under
-    ``curation.pipelines``, and ``__default__``. Plain modules there (``tokenizer.py``, a node several
-    pipelines share) are not pipelines: ``find_pipelines`` takes only the sub-packages."""
-    import pkgutil
-
-    import curation.pipelines
-
-    return sorted({m.name for m in pkgutil.iter_modules(curation.pipelines.__path__) if m.ispkg} | {"__default__"})
 
 
 def check_pipelines(names: list[str]) -> None:
@@ -409,6 +399,7 @@ def main() -> None:
         loky_workers_die_with_parent()  # hydra/launcher=joblib: its workers end with curate
 
         register_configs()
+        register_help_resolver()  # the lists of `curate --help` (hydra.help in conf/config.yaml)
         from curation.errors import format_failure, verbose
 
         message = None if verbose() else (composition_error(sys.argv[1:], root / "conf")
