@@ -144,6 +144,9 @@ def close_orphan_run(root: Path, namespace: str) -> str | None:
         record = json.loads(path.read_text())
         import mlflow
 
+        from curation.tracking.store import prepare_store
+
+        prepare_store(record["tracking_uri"])  # not MLflow's own open first: it would migrate without the lock
         client = mlflow.MlflowClient(tracking_uri=record["tracking_uri"])
         run = client.get_run(record["run_id"])
         if run.info.status == "RUNNING":
