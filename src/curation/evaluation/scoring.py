@@ -180,7 +180,8 @@ class LMScorer:
         A group's inputs (truncated as :meth:`score_tokens` does) are laid out as a tree: their longest
         common prefix once (positions 0..P-1), then each distinct input's remaining tokens (positions
         P, P+1, ...). Token q may attend to key k iff k is in the prefix or in q's own branch, and k's
-        position <= q's: what q attends to in its own sequence. Identical inputs share one branch. Rows
+        position <= q's: what q attends to in its own sequence. Identical inputs share one branch; a group
+        whose inputs share no token is a row per input. Rows
         are sorted by length and batched up to ``packed_tokens`` token slots; logits only at
         the positions that predict a scored token. Padding attends to itself only (no empty softmax).
         """
@@ -201,18 +202,12 @@ class LMScorer:
             for x in distinct[1:]:
                 prefix = next((i for i, (a, b) in enumerate(zip(distinct[0][:prefix], x)) if a != b),
                               min(prefix, len(x)))
-            tokens, positions, branch = list(distinct[0][:prefix]), list(range(prefix)), [0] * prefix
-            start = {}
-            for b, x in enumerate(distinct, start=1):
-                start[x] = len(tokens)
-                tokens += x[prefix:]
-                positions += range(prefix, len(x))
-                branch += [b] * (len(x) - prefix)
-            where = {}
-            for m, (x, cont) in members.items():
-                n, k = len(x), len(cont)
-                where[m] = ([j if j < prefix else start[tuple(x)] + j - prefix for j in range(n - k, n)], cont)
-            rows.append((g, tokens, positions, branch, where))
+            if prefix == 0:  # nothing shared (inputs truncated by different amounts): a row per input, which
+                # batches with rows of its length instead of one row as long as all of them
+                for x in distinct:
+                    rows.append(self._tree(g, [x], 0, {m: xc for m, xc in members.items() if tuple(xc[0]) == x}))
+            else:
+                rows.append(self._tree(g, distinct, prefix, members))
         rows.sort(key=lambda r: -len(r[1]))
         budget = self.packed_tokens
         batch: list = []
@@ -224,6 +219,25 @@ class LMScorer:
         if batch:
             self._score_rows(batch, results)
         return results  # type: ignore[return-value]
+
+    @staticmethod
+    def _tree(g: int, distinct: list[tuple[int, ...]], prefix: int, members: dict) -> tuple:
+        """One packed row: the ``prefix`` shared tokens, then each distinct input's remaining tokens; with
+        each member's row positions that predict its continuation (:meth:`score_groups`)."""
+        if len(distinct) == 1:
+            prefix = len(distinct[0])
+        tokens, positions, branch = list(distinct[0][:prefix]), list(range(prefix)), [0] * prefix
+        start = {}
+        for b, x in enumerate(distinct, start=1):
+            start[x] = len(tokens)
+            tokens += x[prefix:]
+            positions += range(prefix, len(x))
+            branch += [b] * (len(x) - prefix)
+        where = {}
+        for m, (x, cont) in members.items():
+            n, k = len(x), len(cont)
+            where[m] = ([j if j < prefix else start[tuple(x)] + j - prefix for j in range(n - k, n)], cont)
+        return g, tokens, positions, branch, where
 
     def _score_rows(self, batch: list, results: list) -> None:
         """One forward pass over packed rows (:meth:`score_groups`); fills ``results``."""
