@@ -190,6 +190,42 @@ def test_a_half_migrated_store_that_cannot_be_repaired_is_refused_in_one_line_an
     assert sqlite3.connect(path).execute("select name, sql from sqlite_master order by name").fetchall() == before
 
 
+@pytest.mark.slow  # a store migrated back, two processes (~30 s)
+def test_an_older_store_is_upgraded_with_its_runs_and_a_newer_ones_refused_in_one_line(tmp_path):
+    """Without a leftover copy, a store's schema is MLflow's business, done under the lock: one of an older MLflow
+    (here migrated back past the workspace migration, so tables of later ones are missing) is upgraded by MLflow's
+    own creation path with its runs; one a newer MLflow upgraded (a revision this MLflow does not know) is refused
+    in one line and left as it was. Each in a process of its own, as a run opens it
+    (`python -m curation.tracking.store`, the command the docs give before `mlflow ui`)."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    def prepare(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "curation.tracking.store", f"sqlite:///{path}"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+
+    older, newer = tmp_path / "older" / "mlflow.db", tmp_path / "newer" / "mlflow.db"
+    for path in (older, newer):
+        path.parent.mkdir()
+    uri = _store_with_runs(older)
+    runs = _runs(uri)
+    _migrate_back(uri, BEFORE_WORKSPACES)
+    done = prepare(older)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert store_state(older).version == _get_latest_schema_revision() and store_state(older).runs == 3
+    assert f"schema {_get_latest_schema_revision()}, 3 runs" in done.stdout
+    assert _runs(uri) == runs
+
+    _store_with_runs(newer)
+    with sqlite3.connect(newer) as con:
+        con.execute("update alembic_version set version_num = 'f0e1d2c3b4a5'")  # a revision of a later release
+    done = prepare(newer)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("curation.tracking.store: error:")]
+    assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert f"the MLflow store {newer} (tracking.uri) has schema f0e1d2c3b4a5, of a newer MLflow" in errors[0]
+    assert "tracking.enabled=false" in errors[0]
+    assert store_state(newer).version == "f0e1d2c3b4a5" and store_state(newer).runs == 3
+
+
 def _curate(project: Path, uri: str, args: list[str], log: Path) -> subprocess.Popen:
     env = {**os.environ, "CURATION_PROJECT_ROOT": str(project), "KEDRO_DISABLE_TELEMETRY": "true",
            "COLUMNS": "400"}  # the console log unwrapped

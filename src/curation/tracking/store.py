@@ -333,11 +333,12 @@ def _repair(uri: str, path: Path, state: StoreState) -> None:
 
 
 def _open_with_mlflow(uri: str, path: Path) -> None:
-    """Open the store with MLflow, as a run will: an empty store gets its tables (MLflow's own creation and
-    migrations), any store has its schema checked against the installed MLflow's. An older schema is upgraded
-    when the store holds no run (a creation that was cut short: nothing to lose), else refused in one line
-    naming the command that upgrades it (MLflow upgrades no store with data on its own: an older MLflow that
-    shares it could no longer read it); a newer one is refused."""
+    """Open the store with MLflow, as a run will, under the lock: a store that lacks tables of MLflow's models
+    (an empty one, or one of an older MLflow) gets them from MLflow's own creation path (its first tables, then
+    every migration from the revision the store records); any store has its schema checked against the installed
+    MLflow's. Where MLflow refuses an older schema (every table there, an older revision), the store is upgraded
+    when it holds no run (nothing to lose), else refused in one line naming ``mlflow db upgrade``; a store of a
+    newer MLflow is refused in one line."""
     from mlflow import MlflowClient
 
     try:
@@ -477,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import yaml
 
-    from curation.errors import format_failure, user_message
+    from curation.errors import user_message
     from curation.paths import project_root
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -488,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         prepare_store(uri)
     except TrackingStoreError as err:
-        print(format_failure(user_message(err) or str(err), "curation.tracking.store"), file=sys.stderr)
+        print(f"curation.tracking.store: error: {user_message(err) or err}", file=sys.stderr)
         return 2
     state = store_state(Path(uri[len(SQLITE_PREFIX):])) if sqlite_path(uri) else None
     print(f"the MLflow store {uri} is ready" + (f": schema {state.version}, {state.runs} runs" if state else ""))
