@@ -8,8 +8,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
-
 from curation.reporting.plots import (
     cluster_quality_diversity,
     plot_objective_trajectory,
@@ -18,11 +16,22 @@ from curation.reporting.plots import (
 )
 from curation.selection import diagnose
 from curation.selection.corpus import candidate_pool, run_selection_shards, selection_key
+from curation.selection.progress import StepBar
 from curation.selection.sharded import diagnosis_sample, gather_rows, read_ids, read_quality
 from curation.shards import ShardedDataset
 from curation.shards.work import engine_of, stage_folder
+from curation.tracking.live_metrics import LiveMetrics
 
 log = logging.getLogger(__name__)
+
+
+def selection_progress(method: str) -> StepBar:
+    """The selection's progress callback: a bar of the method's steps with its objective in the postfix, a log
+    line every 5% of them, and the objective (DataMask's joint, quality and diversity terms, every
+    ``history_every`` steps) as MLflow step metrics ``selection/<method>_<term>`` of the pipeline's run, logged
+    while the selection runs (the tracking hook logs ``selection_history`` only once the node returns)."""
+    metrics = LiveMetrics(f"selection/{method}_")
+    return StepBar(f"selection ({method})", sink=metrics, close_sink=metrics.flush, logger=log)
 
 
 def select_documents(
@@ -41,16 +50,9 @@ def select_documents(
     seed = int(run["seed"])
     key = selection_key(pruned_scores, pruned_embeddings, documents, selection, budget, seed)
     folder, cached = stage_folder("selection", key, cache, run)
-    bar = tqdm(desc=f"selection ({selection['method']})", unit="step")
-
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    result = run_selection_shards(pruned_scores, pruned_embeddings, documents, selection, budget, seed, folder,
-                                  engine=engine_of(data), progress=progress)
-    bar.close()
+    with selection_progress(selection["method"]) as progress:
+        result = run_selection_shards(pruned_scores, pruned_embeddings, documents, selection, budget, seed, folder,
+                                      engine=engine_of(data), progress=progress)
     if not cached:
         result.selected_documents.keep = False
     return result.selected_ids, result.selected_documents, result.history, result.metrics

@@ -40,8 +40,9 @@ pipeline's pick :mod:`curation.selection.corpus_pick` (in memory) and
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 import pandas as pd
@@ -64,6 +65,8 @@ from curation.selection.corpus_pick_shards import (  # re-exported
     run_selection_shards,
     selection_key,
 )
+
+log = logging.getLogger(__name__)
 
 POOLS = ("raw", "pruned")
 SELECTION = "selection"  # method name: the namespace's existing selection
@@ -100,10 +103,15 @@ def select_corpus(
     n_select: int,
     seed: int,
     tokens: Optional[TokenBudget] = None,
+    progress: Optional[Callable[[int, int], None]] = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Ids of the ``n_select`` documents of corpus ``spec`` (or, with ``tokens``, of the documents holding
     ``tokens.budget`` tokens within 1%: :func:`curation.selection.tokens.select_tokens`) and the
     selection's info.
+
+    ``progress``: the method's step callback; by default a console bar with the objective and a log line
+    every 5% of the steps (:class:`~curation.selection.progress.StepBar`): decide's picks of the paper's
+    10,000-step DataMask ran 9-14 minutes each with no sign of life.
 
     scores/embeddings: one row per ingested document (aligned); pruned_*: the
     pruned corpus (aligned). Raises ``KeyError`` naming a missing score column
@@ -117,18 +125,27 @@ def select_corpus(
     quality = table[spec.score].to_numpy(dtype="float64")
     if np.isnan(quality).any():
         raise ValueError(f"score column {spec.score!r} has {int(np.isnan(quality).sum())} NaN values")
-    if tokens is None:
-        result = select(spec.method, quality=quality, embeddings=np.asarray(emb, dtype="float32"), budget=n_select,
-                        config=spec.config, seed=seed)
-    else:
-        from curation.selection.tokens import select_tokens
+    bar = None
+    if progress is None:
+        from curation.selection.progress import StepBar
 
-        ids_all = table["id"].astype(str)
-        result = select_tokens(spec.method, quality=quality, embeddings=np.asarray(emb, dtype="float32"),
-                               n_tokens=tokens.n_tokens.reindex(ids_all).to_numpy(), budget_tokens=tokens.budget,
-                               config=spec.config, seed=seed,
-                               groups=None if tokens.groups is None else tokens.groups.reindex(ids_all).to_numpy(),
-                               proportions=tokens.proportions)
+        progress = bar = StepBar(f"pick {spec.method} ({spec.pool} pool)", logger=log)
+    try:
+        if tokens is None:
+            result = select(spec.method, quality=quality, embeddings=np.asarray(emb, dtype="float32"),
+                            budget=n_select, config=spec.config, seed=seed, progress=progress)
+        else:
+            from curation.selection.tokens import select_tokens
+
+            ids_all = table["id"].astype(str)
+            result = select_tokens(spec.method, quality=quality, embeddings=np.asarray(emb, dtype="float32"),
+                                   n_tokens=tokens.n_tokens.reindex(ids_all).to_numpy(),
+                                   budget_tokens=tokens.budget, config=spec.config, seed=seed, progress=progress,
+                                   groups=None if tokens.groups is None else tokens.groups.reindex(ids_all).to_numpy(),
+                                   proportions=tokens.proportions)
+    finally:
+        if bar is not None:
+            bar.close()
     ids = table["id"].to_numpy()[result.indices]
     info = {"n_pool": len(table), "score_mean": float(quality[result.indices].mean()),
             "selection_seconds": float(result.info["wall_time_s"])}

@@ -69,9 +69,12 @@ from curation.selection.datamask_sampler import (  # re-exported; run_block and 
     race_log_keys,
 )
 from curation.selection.objectives import Objective, derive_seed
+from curation.selection.progress import report_values
 
 log = logging.getLogger(__name__)
 
+# progress(done, total) after every step; a callback with a ``values(done, total, values)`` method also gets
+# the joint objective and its terms every history_every steps (curation.selection.progress)
 Progress = Optional[Callable[[int, int], None]]
 
 # Config keys that do not change the optimisation and may differ on resume.
@@ -265,10 +268,13 @@ def run_block(
             }
         )
         log.debug("block %d step %d: %s", block_id, step, rows[-1])
+        if returned is None:  # the objective so far, to a bar's postfix or an MLflow step metric
+            report_values(progress, progress_offset + step, total,
+                          {key: rows[-1][key] for key in ("joint", "quality", "diversity")})
 
+    total = progress_total if progress_total is not None else cfg.steps
     if start == 0:
         record(0, None)
-    total = progress_total if progress_total is not None else cfg.steps
     per_epoch = max(1, n // n_b)
     perm, perm_epoch = None, -1
     for step in range(start, cfg.steps):

@@ -216,13 +216,111 @@ class BlockTask:
         stem = Path(self.work) / f"block_{self.block_id:05d}"
         return {"positions": stem.with_suffix(".positions.npy"), "quality": stem.with_suffix(".quality.npy"),
                 "selected": stem.with_suffix(".selected.npy"), "history": stem.with_suffix(".history.parquet"),
-                "done": stem.with_suffix(".done.json"), "rows": stem.with_suffix(".rows.npy")}
+                "done": stem.with_suffix(".done.json"), "rows": stem.with_suffix(".rows.npy"),
+                "progress": stem.with_suffix(".progress.json")}
 
 
-def run_block_task(task: BlockTask) -> dict:
+PROGRESS_WRITE_S = 1.0  # a block's progress file is rewritten at most this often between history rows
+PROGRESS_POLL_S = 1.0  # the driver reads the blocks' progress files this often while they run
+
+
+class BlockProgressFile:
+    """The progress callback of a block task: ``<block>.progress.json`` holds the steps done, the block's
+    step count and the latest objective (``{"step", "steps", "values", "values_step"}``), rewritten
+    atomically with every history row (every ``history_every`` steps) and otherwise at most once per
+    :data:`PROGRESS_WRITE_S`, so a block in another process (or a Ray task) costs no queue or connection to
+    report, and the driver reads whole files only (:class:`BlockSteps`). ``forward``: a callback of this
+    process to call as well (the in-process path)."""
+
+    def __init__(self, path: Path, forward: Optional[Callable[..., None]] = None) -> None:
+        self.path, self.forward = Path(path), forward
+        self.state: dict[str, Any] = {"step": 0, "steps": 0, "values": {}, "values_step": -1}
+        self._written_at = -float("inf")
+        self._written_step = -1
+
+    def _write(self) -> None:
+        atomic_write_text(self.path, json.dumps(self.state))
+        self._written_at, self._written_step = time.monotonic(), self.state["step"]
+
+    def __call__(self, done: int, total: int) -> None:
+        self.state.update(step=int(done), steps=int(total))
+        if done >= total or (done != self._written_step and time.monotonic() - self._written_at >= PROGRESS_WRITE_S):
+            self._write()
+        if self.forward is not None:
+            self.forward(done, total)
+
+    def values(self, done: int, total: int, values: Mapping[str, float]) -> None:
+        self.state.update(step=int(done), steps=int(total), values={k: float(v) for k, v in values.items()},
+                          values_step=int(done))
+        self._write()
+        if self.forward is not None:
+            from curation.selection.progress import report_values
+
+            report_values(self.forward, done, total, values)
+
+
+class BlockSteps:
+    """The steps of every block of one :func:`run_datamask_blocks` call as one count for its ``progress``
+    callback, and the blocks' objective (the mean of each block's latest values; with one block, that block's)
+    for the callback's ``values`` method. Blocks report by :meth:`update` (in this process) or through their
+    progress files (:meth:`poll`, for blocks in other processes)."""
+
+    def __init__(self, tasks: Sequence["BlockTask"], steps: int, progress: Callable[..., None]) -> None:
+        self.progress, self.steps = progress, int(steps)
+        self.tasks = list(tasks)
+        self.done = {t.block_id: (self.steps if t.paths()["done"].is_file() else 0) for t in tasks}
+        self.values: dict[int, tuple[int, dict[str, float]]] = {}
+        self.total = self.steps * len(self.tasks)
+
+    def update(self, block_id: int, done: int, values: Optional[Mapping[str, float]] = None,
+               values_step: int = -1) -> None:
+        self.done[block_id] = max(self.done.get(block_id, 0), int(done))
+        count = sum(self.done.values())
+        self.progress(count, self.total)
+        if values and values_step > self.values.get(block_id, (-1, {}))[0]:
+            self.values[block_id] = (values_step, dict(values))
+            latest = [v for _, v in self.values.values()]
+            mean = {k: sum(v[k] for v in latest) / len(latest) for k in latest[0] if all(k in v for v in latest)}
+            from curation.selection.progress import report_values
+
+            report_values(self.progress, count, self.total, mean)
+
+    def block_callback(self, task: "BlockTask") -> "BlockProgressFile":
+        """The callback of a block run in this process: its progress file, and :meth:`update` at once."""
+        steps = self
+
+        class _Forward:
+            def __call__(self, done: int, total: int) -> None:
+                steps.update(task.block_id, done)
+
+            def values(self, done: int, total: int, values: Mapping[str, float]) -> None:
+                steps.update(task.block_id, done, values, done)
+
+        return BlockProgressFile(task.paths()["progress"], _Forward())
+
+    def poll(self) -> None:
+        """Read every block's progress file (a missing or unreadable one is skipped: read next time)."""
+        changed = False
+        for task in self.tasks:
+            try:
+                state = json.loads(task.paths()["progress"].read_text())
+            except (OSError, ValueError):
+                continue
+            known = self.values.get(task.block_id, (-1, {}))[0]
+            if int(state.get("step", 0)) > self.done.get(task.block_id, 0) or int(state.get("values_step", -1)) > known:
+                changed = True
+                self.update(task.block_id, int(state.get("step", 0)), state.get("values") or None,
+                            int(state.get("values_step", -1)))
+        if not changed:
+            self.progress(sum(self.done.values()), self.total)
+
+
+def run_block_task(task: BlockTask, progress: Optional[Callable[..., None]] = None) -> dict:
     """Gather one block's embeddings from the memory-mapped shards, run DataMask on it
     (:func:`~curation.selection.datamask.run_block`, checkpointing into ``<work>/ckpt`` and resuming
-    from it), write its selected global positions and history, then the completion marker."""
+    from it), write its selected global positions and history, then the completion marker. Its steps and
+    objective go to ``<block>.progress.json`` as it runs (:class:`BlockProgressFile`; ``progress``, when
+    given: a callback of this process called as well)."""
     import torch
 
     from curation.selection.datamask import resolve_device, run_block
@@ -243,7 +341,9 @@ def run_block_task(task: BlockTask) -> dict:
                           torch.cuda.device_count() if torch.cuda.is_available() else 0)
     started = time.perf_counter()
     result = run_block(torch.from_numpy(embeddings).to(device), torch.from_numpy(quality).to(device), task.budget,
-                       cfg, seed=task.seed, block_id=task.block_id, unit_rows=unit_rows)
+                       cfg, seed=task.seed, block_id=task.block_id, unit_rows=unit_rows,
+                       progress=progress if isinstance(progress, BlockProgressFile)
+                       else BlockProgressFile(paths["progress"], progress))
     del embeddings
     paths["rows"].unlink(missing_ok=True)
     selected = positions[result.indices]
@@ -268,7 +368,8 @@ def block_device(device, block_id: int, n_gpus: int):
     return device
 
 
-def _run_blocks_local(tasks: Sequence[BlockTask], workers: int, in_process: Optional[bool]) -> None:
+def _run_blocks_local(tasks: Sequence[BlockTask], workers: int, in_process: Optional[bool],
+                      steps: Optional[BlockSteps] = None) -> None:
     if in_process is None:
         in_process = len(tasks) == 1 and workers == 1
     if in_process:
@@ -281,7 +382,7 @@ def _run_blocks_local(tasks: Sequence[BlockTask], workers: int, in_process: Opti
         threads = torch.get_num_threads()
         try:
             for task in tasks:
-                run_block_task(task)
+                run_block_task(task, steps.block_callback(task) if steps is not None else None)
         finally:
             torch.set_num_threads(threads)  # run_block_task sets the block's own
         return
@@ -295,11 +396,20 @@ def _run_blocks_local(tasks: Sequence[BlockTask], workers: int, in_process: Opti
     # each block process dies with this one (a killed curate leaves no worker writing into its folders)
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), max_tasks_per_child=1,
                              initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-        for future in [pool.submit(run_block_task, task) for task in tasks]:
+        futures = [pool.submit(run_block_task, task) for task in tasks]
+        if steps is not None:  # the blocks report through their progress files: read them while they run
+            from concurrent.futures import FIRST_EXCEPTION, wait
+
+            while wait(futures, timeout=PROGRESS_POLL_S, return_when=FIRST_EXCEPTION).not_done:
+                if any(f.done() and f.exception() is not None for f in futures):
+                    break
+                steps.poll()
+        for future in futures:
             future.result()
 
 
-def _run_blocks_ray(tasks: Sequence[BlockTask], engine: EngineConfig, workers: int) -> None:
+def _run_blocks_ray(tasks: Sequence[BlockTask], engine: EngineConfig, workers: int,
+                    steps: Optional[BlockSteps] = None) -> None:
     from curation.shards.executor import gpus_per_task, ray_session
 
     with ray_session(engine) as ray:
@@ -308,7 +418,11 @@ def _run_blocks_ray(tasks: Sequence[BlockTask], engine: EngineConfig, workers: i
         gpus = gpus_per_task("auto", ray.cluster_resources()) if on_gpu else 0.0
         remote = ray.remote(num_cpus=max(1, tasks[0].threads) if tasks else 1, num_gpus=gpus, max_retries=2,
                             retry_exceptions=False)(run_block_task)
-        ray.get([remote.remote(t) for t in tasks])
+        refs = [remote.remote(t) for t in tasks]
+        # the blocks' progress files (on a cluster, seen where the work folder is shared)
+        while steps is not None and ray.wait(refs, num_returns=len(refs), timeout=PROGRESS_POLL_S)[1]:
+            steps.poll()
+        ray.get(refs)
 
 
 def run_datamask_blocks(quality: np.ndarray, positions: np.ndarray, pruned_embeddings: ShardedDataset, budget: int,
@@ -359,13 +473,21 @@ def run_datamask_blocks(quality: np.ndarray, positions: np.ndarray, pruned_embed
     if len(pending) < len(tasks):
         log.info("datamask: %d of %d blocks already finished, skipped", len(tasks) - len(pending), len(tasks))
     started = time.perf_counter()
+    # progress in steps (all blocks together) as they run, not in blocks at the end: one block of 10,000
+    # steps is the whole run of a 1M-candidate corpus
+    for task in pending:  # a killed run's progress file: the resumed block writes its own from its checkpoint
+        task.paths()["progress"].unlink(missing_ok=True)
+    steps = BlockSteps(tasks, cfg.steps, progress) if progress is not None else None
     if pending:
         if engine is not None and engine.engine == "ray":
-            _run_blocks_ray(pending, engine, workers)
+            _run_blocks_ray(pending, engine, workers, steps)
         else:
-            _run_blocks_local(pending, workers, in_process)
-    if progress is not None:
-        progress(len(tasks), len(tasks))
+            _run_blocks_local(pending, workers, in_process, steps)
+    if steps is not None:
+        steps.poll()
+        for task in tasks:  # every block finished: all steps done (a resumed block may have skipped its last write)
+            steps.done[task.block_id] = steps.steps
+        progress(steps.total, steps.total)
     picked, histories, infos = [], [], []
     for task in tasks:
         paths = task.paths()
