@@ -227,32 +227,37 @@ PROGRESS_POLL_S = 1.0  # the driver reads the blocks' progress files this often 
 class BlockProgressFile:
     """The progress callback of a block task: ``<block>.progress.json`` holds the steps done, the block's
     step count and the latest objective (``{"step", "steps", "values", "values_step"}``), rewritten
-    atomically with every history row (every ``history_every`` steps) and otherwise at most once per
-    :data:`PROGRESS_WRITE_S`, so a block in another process (or a Ray task) costs no queue or connection to
-    report, and the driver reads whole files only (:class:`BlockSteps`). ``forward``: a callback of this
-    process to call as well (the in-process path)."""
+    atomically at most once per :data:`PROGRESS_WRITE_S` and at the last step, so a block in another process
+    (or a Ray task) costs no queue or connection to report, a loop of millisecond steps no file per step, and
+    the driver reads whole files only (:class:`BlockSteps`; it reads once a second, so a file more often would
+    be read by no one). ``forward``: a callback of this process to call as well, with every step and every
+    history row (the in-process path)."""
 
     def __init__(self, path: Path, forward: Optional[Callable[..., None]] = None) -> None:
         self.path, self.forward = Path(path), forward
         self.state: dict[str, Any] = {"step": 0, "steps": 0, "values": {}, "values_step": -1}
         self._written_at = -float("inf")
-        self._written_step = -1
+        self._written: dict[str, Any] = {}
 
     def _write(self) -> None:
         atomic_write_text(self.path, json.dumps(self.state))
-        self._written_at, self._written_step = time.monotonic(), self.state["step"]
+        self._written_at, self._written = time.monotonic(), {**self.state, "values": dict(self.state["values"])}
+
+    def _maybe_write(self, done: int, total: int) -> None:
+        if (done >= total and self.state != self._written) or \
+                time.monotonic() - self._written_at >= PROGRESS_WRITE_S:
+            self._write()
 
     def __call__(self, done: int, total: int) -> None:
         self.state.update(step=int(done), steps=int(total))
-        if done >= total or (done != self._written_step and time.monotonic() - self._written_at >= PROGRESS_WRITE_S):
-            self._write()
+        self._maybe_write(done, total)
         if self.forward is not None:
             self.forward(done, total)
 
     def values(self, done: int, total: int, values: Mapping[str, float]) -> None:
         self.state.update(step=int(done), steps=int(total), values={k: float(v) for k, v in values.items()},
                           values_step=int(done))
-        self._write()
+        self._maybe_write(done, total)
         if self.forward is not None:
             from curation.selection.progress import report_values
 
