@@ -444,6 +444,9 @@ def ingest_corpus(raw_documents: dict[str, Any], data: dict[str, Any], *, work_r
                     "fuzzy_buckets"):
         shutil.rmtree(work / scratch, ignore_errors=True)
     log.info("ingest: %s", result.metrics)
+    if result.metrics.get("extra_unreadable"):
+        log.warning("ingest: %d value(s) of the extra column are not a JSON object (invalid JSON, or a list or a "
+                    "number): their category is null (metric extra_unreadable)", result.metrics["extra_unreadable"])
     if result.metrics["rows_kept"] == 0:
         raise empty_corpus_error(result.metrics, data, work / "rejected")
     return result
