@@ -220,7 +220,7 @@ class BlockTask:
                 "progress": stem.with_suffix(".progress.json")}
 
 
-PROGRESS_WRITE_S = 1.0  # a block's progress file is rewritten at most this often between history rows
+PROGRESS_WRITE_S = 1.0  # a block's progress file is rewritten at most this often (and at its last step)
 PROGRESS_POLL_S = 1.0  # the driver reads the blocks' progress files this often while they run
 
 
