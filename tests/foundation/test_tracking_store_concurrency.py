@@ -285,3 +285,30 @@ def test_a_parallel_sweep_and_a_run_that_reach_a_fresh_store_together_all_record
     parents = client.search_runs(ids, "tags.`curation.sweep` = 'true'")
     assert len(parents) == 1
     assert len(client.search_runs(ids, f"tags.mlflow.parentRunId = '{parents[0].info.run_id}'")) == 3
+
+
+def test_the_store_lock_names_its_holder_and_dies_with_it(tmp_path):
+    """A process that waits too long is told who holds the store (and leaves that holder's record alone); a
+    holder that is SIGKILLed (a crash mid-migration) leaves no lock behind: the kernel drops its flock."""
+    from curation.tracking.store import store_lock_path
+
+    path = tmp_path / "mlflow.db"
+    code = ("import sys, threading\nfrom pathlib import Path\nfrom curation.tracking.store import store_lock\n"
+            "with store_lock(Path(sys.argv[1])):\n    print('held', flush=True)\n    threading.Event().wait(300)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(TrackingStoreError) as err:
+            with store_lock(path, wait_s=0.5):
+                pytest.fail("took a lock another process holds")
+        message = user_message(err.value)
+        assert f"pid {holder.pid}" in message and str(path) in message and "\n" not in message
+        assert f'"pid": {holder.pid}' in store_lock_path(path).read_text()
+        holder.kill()
+        holder.wait()
+        with store_lock(path, wait_s=0):  # free at once
+            assert f'"pid": {os.getpid()}' in store_lock_path(path).read_text()
+        assert store_lock_path(path).read_text() == ""  # cleared on release
+    finally:
+        holder.kill()
+        holder.wait()

@@ -147,7 +147,12 @@ def store_lock(path: Path, wait_s: float = LOCK_WAIT_S, report_every_s: float = 
     from curation.namespace_lock import Holder
 
     lock = store_lock_path(path)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        # group-writable under a shared umask (002): a team on one checkout shares one lock file
+        fd, recorded = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666), True
+    except PermissionError:  # another member's lock file: flock needs no write access, only the record does
+        fd, recorded = os.open(lock, os.O_RDONLY), False
+    acquired = False
     try:
         if not _try_flock(fd):
             started = last = time.monotonic()
@@ -165,14 +170,17 @@ def store_lock(path: Path, wait_s: float = LOCK_WAIT_S, report_every_s: float = 
                                 _holder(fd), path)
                 time.sleep(0.05)
             log.info("the MLflow store %s is free after %.1f s", path, time.monotonic() - started)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(Holder.me().__dict__).encode(), 0)
+        acquired = True
+        if recorded:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(Holder.me().__dict__).encode(), 0)
         yield
     finally:
-        try:
-            os.ftruncate(fd, 0)
-        except OSError:
-            pass
+        if acquired and recorded:  # never the record of a holder this process only waited for
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass
         os.close(fd)  # drops the flock
 
 
@@ -187,11 +195,6 @@ class StoreState:
     @property
     def tmp_tables(self) -> list[str]:
         return sorted(t for t in self.tables if t.startswith(TMP_PREFIX))
-
-    @property
-    def empty(self) -> bool:
-        """No table of MLflow's yet (alembic's bookkeeping aside, as MLflow counts it): MLflow creates them."""
-        return all(t.startswith(("alembic_", "sqlite_")) for t in self.tables)
 
 
 def store_state(path: Path, timeout_s: float = 20.0) -> StoreState:
