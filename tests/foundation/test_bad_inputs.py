@@ -643,5 +643,9 @@ def test_the_table_covers_every_kind_the_issue_lists():
     assert all(n >= 5 for n in by_cli.values()), by_cli
     for kind in ("garbage_parquet", "zero_byte_parquet", "zero_byte_jsonl", "text_column_of_numbers", "unknown_key",
                  "missing_path", "held_namespace", "full_disk", "jsonl_cut_by_a_killed_writer", "non_utf8_line",
-                 "huge_documents", "corpus_of_one_document", "duplicate_ids_across_shards"):
+                 "huge_documents", "corpus_of_one_document", "duplicate_ids_across_shards",
+                 # issue #52
+                 "folder_of_every_format", "folder_of_every_format_and_a_csv", "damaged_parquet_shard_of_four",
+                 "parquet_text_not_utf8", "struct_extra_in_one_shard_of_two", "disk_fills_while_publishing",
+                 "memory_limit"):
         assert kind in names, kind
