@@ -483,6 +483,8 @@ def run_datamask_blocks(quality: np.ndarray, positions: np.ndarray, pruned_embed
     for task in pending:  # a killed run's progress file: the resumed block writes its own from its checkpoint
         task.paths()["progress"].unlink(missing_ok=True)
     steps = BlockSteps(tasks, cfg.steps, progress) if progress is not None else None
+    if steps is not None:  # the step count at once: a block gathers its rows and builds its objective first
+        progress(sum(steps.done.values()), steps.total)
     if pending:
         if engine is not None and engine.engine == "ray":
             _run_blocks_ray(pending, engine, workers, steps)
