@@ -387,7 +387,10 @@ def _run_blocks_local(tasks: Sequence[BlockTask], workers: int, in_process: Opti
         threads = torch.get_num_threads()
         try:
             for task in tasks:
-                run_block_task(task, steps.block_callback(task) if steps is not None else None)
+                if steps is None:
+                    run_block_task(task)
+                else:
+                    run_block_task(task, steps.block_callback(task))
         finally:
             torch.set_num_threads(threads)  # run_block_task sets the block's own
         return
