@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time

@@ -42,7 +42,7 @@ from __future__ import annotations
 import hashlib
 import re
 import string
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -181,12 +181,12 @@ class LMScorer:
         common prefix once (positions 0..P-1), then each distinct input's remaining tokens (positions
         P, P+1, ...). Token q may attend to key k iff k is in the prefix or in q's own branch, and k's
         position <= q's: what q attends to in its own sequence. Identical inputs share one branch; a group
-        whose inputs share no token is a row per input. Rows
-        are sorted by length and batched up to ``packed_tokens`` token slots; logits only at
-        the positions that predict a scored token. Padding attends to itself only (no empty softmax).
+        whose inputs share no token is a row per input. Rows are sorted by length and batched up to
+        ``packed_tokens`` token slots; logits only at the positions that predict a scored token. Padding
+        attends to itself only (no empty softmax).
         """
         results: list[list[Optional[tuple[float, bool]]]] = [[None] * len(g) for g in groups]
-        rows = []  # (tokens, positions, branch ids, {member: row positions predicting its targets}, targets)
+        rows = []  # (group, tokens, positions, branch ids, {member: (row positions predicting it, continuation)})
         for g, group in enumerate(groups):
             members = {}
             for m, (ctx, cont) in enumerate(group):
@@ -318,7 +318,7 @@ class LMScorer:
             scored = self.score_groups([[w] for ws in windows for w in ws])
             lls, pos = [], 0
             for ws in windows:
-                lls.append(sum(ll for (ll, _), in scored[pos : pos + len(ws)]) if ws else 0.0)
+                lls.append(sum(window[0][0] for window in scored[pos : pos + len(ws)]) if ws else 0.0)
                 pos += len(ws)
             return lls
         return [sum(ll for ll, _ in self.score_tokens(ws)) if ws else 0.0 for ws in windows]
