@@ -55,7 +55,10 @@ def curate_overrides(command: str) -> list[str] | None:
         return None
     parser = OverridesParser.create()
     overrides = []
-    for word in words[start + 1:]:
+    rest = words[start + 1:]
+    for i, word in enumerate(rest):
+        if i and rest[i - 1] == "--describe" and "=" not in word:  # --describe's key, not an override
+            continue
         if word in ("-m", "--multirun") or word.startswith("--"):
             continue
         if word == "job":  # of --cfg job
