@@ -140,13 +140,14 @@ def test_the_simulations_item_variance_is_the_real_one():
     assert _item_variance(a, b) == pytest.approx(real, rel=1e-12) and (n_items, n_tasks) == (1000, 10)
 
 
-@pytest.mark.slow  # ~35 s on 2 cores: 2 x 2,000 simulated runs of the rule
+@pytest.mark.slow  # ~25 s on 2 cores: 2,000 + 500 simulated runs of the rule
 def test_the_sequential_rule_decides_a_null_pair_at_most_5_percent_of_the_time():
-    """2,000 null experiments, 4 candidates, 3 seeds growing to 6 by the rounds, 10 tasks x 100 items."""
+    """2,000 null experiments, 4 candidates, 3 seeds growing to 6 by the rounds, 10 tasks x 100 items (3.3% decide a
+    pair; testing each look at 5% as if it were the only one: 9% of 2,000, docs/pretraining.md)."""
     rng = np.random.default_rng(20261207)
     sequential = np.mean([_null_experiment(rng, naive=False) for _ in range(2000)])
-    rng = np.random.default_rng(20261207)
-    naive = np.mean([_null_experiment(rng, naive=True) for _ in range(2000)])
+    rng = np.random.default_rng(20261207)  # the contrast needs fewer: 500 of the same experiments
+    naive = np.mean([_null_experiment(rng, naive=True) for _ in range(500)])
     assert sequential <= 0.05
     assert naive > sequential  # looking after every round without paying for it decides more null pairs
 
