@@ -60,9 +60,12 @@ class TrackingConfig:
 
 
 def _inside(namespace: str) -> bool:
-    """Whether ``namespace`` names a folder inside a data layer (``a``, ``a/multirun/b/0``), not ``..`` or ``/x``."""
+    """Whether ``namespace`` names a folder inside a data layer (``a``, ``a/multirun/b/0``), not ``..`` or ``/x``,
+    nor one a reader would skip or expand: a hidden part (``.x``: the stages' staging folders are hidden), a glob
+    (``*?[]``), or ``cache`` first (the shared result cache's folder, data/04_feature/cache; issue #52)."""
     parts = namespace.split("/")
-    return not namespace.startswith("/") and all(p not in ("", ".", "..") for p in parts)
+    return (not namespace.startswith("/") and all(p not in ("", ".", "..") and not p.startswith(".") for p in parts)
+            and not any(c in namespace for c in "*?[]") and parts[0] != "cache")
 
 
 @dataclass
@@ -78,7 +81,8 @@ class RunConfig:
         # a namespace is a folder under each data layer: `..` or a leading / would write outside data/ (issue #39)
         for key, value in (("namespace", self.namespace), ("input_namespace", self.input_namespace)):
             check(value is None or _inside(str(value)), key, value,
-                  "a folder name inside each data layer (parts joined by /, none of them '..' or '.', no leading /)")
+                  "a folder name inside each data layer (parts joined by /, none empty or starting with '.', no "
+                  "leading /, no glob characters * ? [ ], not 'cache' first: the result cache's folder)")
         at_least("seed", self.seed, 0)  # numpy refuses negative seeds
         at_least("torch_threads", self.torch_threads, 1, optional=True)
 

@@ -245,3 +245,15 @@ def test_one_parser_and_unique_names():
     assert _defs(ast.FunctionDef, "_coerce") == ["configuration.py"]  # no second set of coercion rules
     assert _defs(ast.FunctionDef, "parse_config") == ["lm/config.py"]
     assert _defs(ast.ClassDef, "Selection") == ["selection/api.py"]
+
+
+@pytest.mark.parametrize("namespace", ["*", "a*", "x[1]", ".hidden", ".staging", "a/.x", "cache", "cache/a"])
+def test_namespaces_a_reader_would_skip_or_expand_are_refused(namespace):
+    """Issue #52: hidden folders (the stages stage into hidden ones), globs and the result cache's own folder
+    (data/04_feature/cache) were accepted as namespaces."""
+    from curation.config_schema import RunConfig
+    from curation.configuration import ConfigError
+
+    with pytest.raises(ConfigError, match="namespace"):
+        RunConfig(namespace=namespace)
+    assert RunConfig(namespace="cachex/multirun/b/0").namespace == "cachex/multirun/b/0"

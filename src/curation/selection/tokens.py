@@ -50,7 +50,7 @@ ORDERED = ("topk_quality", "random")
 TOLERANCE = 0.01  # |selected tokens - budget| <= 1% of the budget (a constant: there is no setting for it)
 
 BUDGET_FIX = ("set budget.tokens (or budget.token_ratio) so the budget lies between the corpus's smallest "
-              "document and its total, or count documents instead (budget.docs / budget.ratio)")
+              "document and its total, or count documents instead (budget.docs / budget.keep_ratio)")
 
 
 class TokenBudgetError(UserError, ValueError):
@@ -93,7 +93,7 @@ def _unreachable(method: str, selected: float, budget_tokens: float, counts: np.
         f"or too long (smallest {float(counts.min()) if len(counts) else 0:,.0f}, largest "
         f"{float(counts.max()) if len(counts) else 0:,.0f} tokens) to land within "
         f"{budget_tokens * TOLERANCE:,.0f} tokens of it. Fix: raise the budget to many times the largest document, "
-        f"ingest more documents (data.max_docs), or count documents instead (budget.docs / budget.ratio).")
+        f"ingest more documents (data.max_docs), or count documents instead (budget.docs / budget.keep_ratio).")
 
 
 def prefix_to_tokens(order: np.ndarray, n_tokens: np.ndarray, target: float) -> int:
@@ -237,7 +237,7 @@ def fit_to_tokens(run: Callable[[int], np.ndarray], n_tokens: np.ndarray, budget
         if not over:
             raise TokenBudgetError(f"token budget {budget_tokens:,.0f} (budget.tokens / budget.token_ratio): the "
                                    f"method's largest mask holds {max(t for _, t in tried.values()):,.0f} tokens. "
-                                   f"Fix: lower the budget, or count documents instead (budget.docs / budget.ratio).")
+                                   f"Fix: lower the budget, or count documents instead (budget.docs / budget.keep_ratio).")
         idx, tokens = tried[min(over, key=lambda s: tried[s][1])]
         idx, tokens, trimmed = _trim(idx, n_tokens, quality, lo_tol, hi_tol)
     info = {"token_solve_runs": float(len(tried)), "token_trimmed_docs": float(trimmed), "token_solved_size": float(best)}
@@ -292,7 +292,7 @@ def _trim(idx: np.ndarray, n_tokens: np.ndarray, quality: np.ndarray, lo: float,
             f"token budget (budget.tokens / budget.token_ratio): cannot trim the selection to within "
             f"[{lo:,.0f}, {hi:,.0f}] tokens, the {TOLERANCE:.0%} token tolerance (TOLERANCE in "
             f"curation/selection/tokens.py, not a setting): its documents are too long for it. Fix: raise the "
-            f"budget to many times the largest document, or count documents instead (budget.docs / budget.ratio).")
+            f"budget to many times the largest document, or count documents instead (budget.docs / budget.keep_ratio).")
     return idx[keep], tokens, dropped
 
 
