@@ -205,3 +205,12 @@ def test_a_budget_no_selection_can_reach_within_the_tolerance_is_one_line():
         select_tokens("random", quality=np.array([0.5, 0.4, 0.3]), embeddings=np.zeros((3, 2), dtype="float32"),
                       n_tokens=np.array([1000.0, 1000.0, 1000.0]), budget_tokens=1500.0)
     assert "\n" not in user_message(caught.value)
+
+
+def test_a_one_document_corpus_is_refused_without_offering_a_ratio_that_is_not_allowed():
+    """Issue #52: decide_smoke on one document offered ``budget.token_ratio >= 1.0000``, which must be < 1."""
+    from curation.selection.tokens import TokenBudgetError, check_token_budget
+
+    with pytest.raises(TokenBudgetError, match="a corpus of more documents") as info:
+        check_token_budget(100, [500], {"token_ratio": 0.2})
+    assert ">= 1" not in str(info.value)

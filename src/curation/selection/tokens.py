@@ -78,6 +78,11 @@ def check_token_budget(wanted: float, n_tokens: Any, budget: Mapping[str, Any], 
             f"{key}: a budget of {wanted:,.0f} tokens is not below the {total:,.0f} tokens of {what} "
             f"({counts.size:,} documents), so there is nothing to select. Fix: lower it below {total:,.0f} "
             f"(budget.token_ratio < 1), or {BUDGET_FIX}.")
+    if wanted < smallest * (1 - TOLERANCE) and smallest / total >= 0.99995:  # one document, or one that is all
+        raise TokenBudgetError(  # of them: no allowed token_ratio (< 1) holds it, so none is offered (issue #52)
+            f"{key}: the smallest document of {what} holds {smallest:,.0f} of its {total:,.0f} tokens "
+            f"({counts.size:,} documents), so no token budget below the whole (budget.token_ratio < 1) can hold a "
+            "selection. Fix: a corpus of more documents (data.path, data.max_docs).")
     if wanted < smallest * (1 - TOLERANCE):
         raise TokenBudgetError(
             f"{key}: a budget of {wanted:,.0f} tokens is smaller than the smallest document of {what} "
