@@ -49,16 +49,13 @@ def state(cells: pd.DataFrame, items: Mapping[tuple, Any], cfg: Any,
           chance: Optional[Mapping[str, float]] = None) -> tuple[dict[str, float], dict, dict, str, bool]:
     """(means, decided, equal, headline, higher is better) at the top scale, decided as the report will decide
     them (:func:`curation.reporting.decide.build_report`: the tasks above chance, the looks, the family)."""
-    from curation.reporting.decide import (DECISION_METRICS, _top_scale_sequential, decision_table, headline_metric,
-                                           round_state)
-    from curation.reporting.decide_stats import cell_metric, signal_to_noise, task_chance
+    from curation.reporting.decide import (_top_scale_sequential, decision_table, headline_metric, round_state,
+                                           tasks_above_chance)
+    from curation.reporting.decide_stats import cell_metric, signal_to_noise
     from curation.reporting.decisions import higher_is_better
 
     top, _, _ = top_scale(cells)
-    tasks = task_chance(items, top, chance) if chance else pd.DataFrame()
-    above = tasks.loc[~tasks["at_chance"], "task"].tolist() if not tasks.empty else []
-    headline_tasks = above if above and len(above) < len(tasks) else None
-    restrict = {m: headline_tasks for m in DECISION_METRICS if m.startswith("mc_")} if headline_tasks else None
+    _, _, restrict = tasks_above_chance(items, top, chance)
     at_top = cells[cells["scale"].astype(str) == top]
     order = list(cfg.candidates)
     table = _top_scale_sequential(decision_table(at_top, items, order=order, tasks=restrict), at_top, items, cfg,

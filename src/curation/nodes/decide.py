@@ -50,14 +50,14 @@ def run_decide_cells(
     frames = Frames(documents, scores, embeddings, pruned_scores, pruned_embeddings)
     cells, items = run_cells(
         frames, cfg.candidates, cfg.sizes, cfg.seeds, budget, parse_config(pretrain), eval, int(run["seed"]), cache,
-        on_cell=lambda name, params, row: children(name, params, {k: float(row[k]) for k in (
-            *DECISION_METRICS, *CELL_METRICS) if k in row}),
+        on_cell=_child_runs(children),
         on_progress=progress_printer(started), rungs=cfg.rungs, draws=cfg.draws,
         **engine_settings(data))  # the cells as tasks on the data group's engine (issue #51)
-    cells, items, stop = _seed_rounds(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, children,
-                                      started)
+    cells, items, stop = _seed_rounds(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data,
+                                      _child_runs(children), started)
     if cfg.fresh_top:
-        cells, items = _fresh_top(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, children)
+        cells, items = _fresh_top(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data,
+                                  _child_runs(children, " (fresh)"))
     keep = [c for c in ("candidate", "size", "scale", "rung_tokens", "seed", "draw_seed", "round", "corpus_digest",
                         *DECISION_METRICS, *CELL_METRICS) if c in cells.columns]
     metrics = {"decide_cells": float(len(cells)), "decide_seconds": time.perf_counter() - started,
@@ -69,7 +69,13 @@ def run_decide_cells(
     return cells[keep], items_frame(items), metrics
 
 
-def _seed_rounds(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, children, started):
+def _child_runs(children, suffix: str = ""):
+    """run_cells' on_cell: an MLflow child run per cell with its decision and cell metrics."""
+    return lambda name, params, row: children(f"{name}{suffix}", params, {
+        k: float(row[k]) for k in (*DECISION_METRICS, *CELL_METRICS) if k in row})
+
+
+def _seed_rounds(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, on_cell, started):
     """Rounds of one seed at the top scale while the leader is undecided (:mod:`curation.decide.rounds`), each
     new cell an MLflow child run like the first round's."""
     from curation.decide.cells import scale_label
@@ -83,8 +89,7 @@ def _seed_rounds(cells, items, cfg, frames, budget, pretrain, eval, run, cache, 
         printer.append(progress_printer())
         return run_cells(
             frames, {n: cfg.candidates[n] for n in names}, [size], [seed], budget, parse_config(pretrain), eval,
-            int(run["seed"]), cache, on_cell=lambda name, params, row: children(name, params, {
-                k: float(row[k]) for k in (*DECISION_METRICS, *CELL_METRICS) if k in row}),
+            int(run["seed"]), cache, on_cell=on_cell,
             on_progress=printer[-1], rungs=[tokens], draws=cfg.draws, **engine_settings(data))
 
     def announce(round_: int, names: list[str], why: str) -> None:
@@ -98,7 +103,7 @@ def _seed_rounds(cells, items, cfg, frames, budget, pretrain, eval, run, cache, 
     return cells, items, stop
 
 
-def _fresh_top(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, children):
+def _fresh_top(cells, items, cfg, frames, budget, pretrain, eval, run, cache, data, on_cell):
     """The top rung again on fresh seeds, draws and items (:mod:`curation.decide.replicate`)."""
     from curation.decide.replicate import add_fresh_top
     from curation.decide.rounds import top_scale
@@ -110,8 +115,7 @@ def _fresh_top(cells, items, cfg, frames, budget, pretrain, eval, run, cache, da
     def run_top(seeds: list[int], eval_block: dict):
         return run_cells(
             frames, cfg.candidates, [size], seeds, budget, parse_config(pretrain), eval_block, int(run["seed"]),
-            cache, on_cell=lambda name, params, row: children(f"{name} (fresh)", params, {
-                k: float(row[k]) for k in (*DECISION_METRICS, *CELL_METRICS) if k in row}),
+            cache, on_cell=on_cell,
             on_progress=progress_printer(), rungs=[tokens], draws=cfg.draws, **engine_settings(data))
 
     return add_fresh_top(cells, items, cfg.seeds, eval, run_top)

@@ -283,6 +283,22 @@ def item_vs_seed(cells: pd.DataFrame, items: Mapping[tuple, Mapping], n_items: i
     return pd.DataFrame(rows)
 
 
+def tasks_above_chance(items: Mapping[tuple, Mapping], top: str, chance: Optional[Mapping[str, float]]
+                       ) -> tuple[pd.DataFrame, Optional[list[str]], Optional[dict[str, list[str]]]]:
+    """(task_chance table, the tasks the multiple-choice metrics average, metric -> those tasks) at ``top``.
+
+    The multiple-choice likelihood metrics average the tasks above chance only (fixed before any comparison: the
+    level of accuracy, not the candidates' differences, decides it); the gold-text loss keeps every task. Every
+    task at chance (or none): the continuous metrics are all there is, over every task (said in the text)."""
+    from curation.reporting.decide_stats import task_chance
+
+    tasks = task_chance(items, top, chance) if chance else pd.DataFrame()
+    above = tasks.loc[~tasks["at_chance"], "task"].tolist() if not tasks.empty else []
+    headline_tasks = above if above and len(above) < len(tasks) else None
+    restrict = {m: headline_tasks for m in DECISION_METRICS if m.startswith("mc_")} if headline_tasks else None
+    return tasks, headline_tasks, restrict
+
+
 def _top_scale_sequential(table: pd.DataFrame, cells: pd.DataFrame, items: Optional[Mapping[tuple, Mapping]],
                           cfg: DecideConfig, top: str, order: Sequence[str],
                           restrict: Optional[Mapping[str, Sequence[str]]]) -> pd.DataFrame:
@@ -370,7 +386,7 @@ def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: Decid
     """Everything ``experiment=decide`` writes from its cells: the decisions with the full SE, signal-to-noise
     and the headline metric it picks, the tasks at chance (left out of the headline), the ladder's decision
     accuracy, the item errors, the heat map and the recommendation at the top scale."""
-    from curation.reporting.decide_stats import signal_to_noise, task_chance
+    from curation.reporting.decide_stats import signal_to_noise
     from curation.reporting.decide_text import ladder_plot, recommendation
     from curation.reporting.decisions import heatmap
 
@@ -379,13 +395,7 @@ def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: Decid
     top = names[-1]
     if "scale" not in cells.columns:
         cells = cells.assign(scale=cells["size"].astype(str))
-    tasks = task_chance(items, top, chance) if chance else pd.DataFrame()
-    above = tasks.loc[~tasks["at_chance"], "task"].tolist() if not tasks.empty else []
-    # every task at chance: the continuous metrics are all there is, over every task (said in the text)
-    headline_tasks = above if above and len(above) < len(tasks) else None
-    # the multiple-choice likelihood metrics average the tasks above chance only (fixed before any comparison:
-    # the level of accuracy, not the candidates' differences, decides it); the gold-text loss keeps every task
-    restrict = {m: headline_tasks for m in DECISION_METRICS if m.startswith("mc_")} if headline_tasks else None
+    tasks, headline_tasks, restrict = tasks_above_chance(items, top, chance)
     table = _top_scale_sequential(decision_table(cells, items, order=order, tasks=restrict), cells, items, cfg, top,
                                   order, restrict)
     snr = signal_to_noise(table)
