@@ -6,15 +6,26 @@ runtime params, which become Hydra overrides of the same tree. Either way the
 parameters come from one place and cannot drift. The composed config is also
 the ``runtime_params`` seen by the catalog, so catalog paths can say
 ``${runtime_params:run.namespace}``.
+
+A few blocks exist only in the experiments that need them (``decide:`` in ``experiment=decide``, ``table2:`` in
+``experiment=table2_tiny``: :data:`curation.config_schema.EXTRA_BLOCKS`). :class:`CurationContext` (the project's
+Kedro context) puts a note naming those experiments in the catalog as ``params:<block>`` when the config lacks one,
+so every ``params:`` input of every registered pipeline resolves (Kedro-Viz loads them all; it warned "Cannot find
+parameter `params:decide` in the catalog"). The note stays out of ``context.params`` (what a run's MLflow params
+and summary are made of), and a run of a pipeline that reads such a block is still stopped before its first node
+by :class:`curation.runtime_hooks.InputsHook`, naming the same experiments.
 """
 
 from __future__ import annotations
 
+import re
 from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
+from attrs import define
 from kedro.config import OmegaConfigLoader
+from kedro.framework.context import KedroContext
 
 from curation.configuration import COMPOSED_KEY
 
@@ -109,3 +120,33 @@ class HydraConfigLoader(OmegaConfigLoader):
         if key == "parameters":
             return deepcopy(self.composed)
         return super().__getitem__(key)
+
+
+def experiments_supplying(group: str, project_path: Path | str) -> list[str]:
+    """The experiments (``conf/experiment/<name>.yaml``) that set a top-level ``group:`` block, by name."""
+    conf = Path(project_path) / "conf" / "experiment"
+    return sorted(p.stem for p in conf.glob("*.yaml")
+                  if re.search(rf"^{re.escape(group)}:", p.read_text(), flags=re.M))
+
+
+def unset_block_note(group: str, project_path: Path | str) -> str:
+    """What the catalog holds as ``params:<group>`` for an experiment-only block the config lacks."""
+    found = [name for name in experiments_supplying(group, project_path) if not name.startswith("_")]
+    if not found:
+        return f"not set in this config: give it with +{group}.<key>=<value>"
+    others = f" (or {', '.join(found[1:])})" if found[1:] else ""
+    return f"not set in this config: experiment={found[0]}{others} sets it"
+
+
+@define(slots=False)
+class CurationContext(KedroContext):
+    """:class:`KedroContext` whose catalog has a ``params:<block>`` for every experiment-only block (a note when
+    the config lacks it; see the module's docstring)."""
+
+    def _get_parameters(self) -> dict[str, Any]:
+        params_dict = super()._get_parameters()
+        from curation.config_schema import EXTRA_BLOCKS
+
+        for group in EXTRA_BLOCKS:
+            params_dict.setdefault(f"params:{group}", unset_block_note(group, self.project_path))
+        return params_dict

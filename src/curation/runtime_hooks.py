@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
-from pathlib import Path
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
@@ -118,11 +116,11 @@ class InputsHook:
                          if n.startswith("params:") and n.split(":", 1)[1].split(".")[0] not in params})
         if not absent:
             return
-        conf = Path(getattr(self._context, "project_path", ".")) / "conf" / "experiment"
+        from curation.config_loader import experiments_supplying
+
         parts = []
         for group in absent:
-            found = sorted(p.stem for p in conf.glob("*.yaml")
-                           if re.search(rf"^{re.escape(group)}:", p.read_text(), flags=re.M))
+            found = experiments_supplying(group, getattr(self._context, "project_path", "."))
             supply = (f"add experiment={found[0]}" + (f" (or {', '.join('experiment=' + f for f in found[1:])})"
                                                       if found[1:] else "")) if found else \
                 f"give it with +{group}.<key>=<value>"
