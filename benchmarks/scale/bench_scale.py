@@ -223,7 +223,9 @@ def selection_objectives(experiment: str) -> dict:
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{ROOT}/mlruns/mlflow.db")
     found = client.get_experiment_by_name(experiment)
     runs = client.search_runs([found.experiment_id], order_by=["start_time DESC"], max_results=1) if found else []
-    metrics = runs[0].data.metrics if runs else {}
+    from curation.tracking.metric_names import unstaged
+
+    metrics = {unstaged(k): v for k, v in runs[0].data.metrics.items()} if runs else {}  # selection/x -> x
     return {col: round(metrics[key], 5) if key in metrics else "" for col, key in SELECTION_COLUMNS.items()}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,9 @@ def test_multirun_makes_one_parent_and_a_child_per_job(ingest_sweep):
     assert len(parents) == 1 and parents.iloc[0]["status"] == "FINISHED"
     children = runs[runs["tags.mlflow.parentRunId"] == parents.iloc[0]["run_id"]]
     assert sorted(children["params.data.max_docs"]) == ["40", "80"]
-    assert sorted(children["metrics.rows_kept"]) == [40, 80]
+    assert sorted(children["metrics.ingest/rows_kept"]) == [40, 80]  # <stage>/<metric>: charts grouped by stage
+    # a short parent name: what ran and the swept values, not where it is recorded (data.path's last part)
+    assert parents.iloc[0]["tags.mlflow.runName"] == "sweep ingest path=corpus max_docs=40,80"
     assert set(children["status"]) == {"FINISHED"}
     # Each job wrote its outputs apart from the other's.
     namespaces = sorted(children["params.run.namespace"])
@@ -48,7 +51,16 @@ def test_multirun_makes_one_parent_and_a_child_per_job(ingest_sweep):
 
         assert len(ShardedDataset(project / "data/02_intermediate" / ns / "documents")) == n
     summary = mlflow.artifacts.load_text(f"runs:/{parents.iloc[0]['run_id']}/sweep_summary.csv")
-    assert "params.data.max_docs" in summary.splitlines()[0]
+    header = summary.splitlines()[0].split(",")
+    assert header[0] == "params.data.max_docs" and "metrics.ingest/rows_kept" in header[:8]  # swept first
+    # the sweep ends by printing its parent run, its CSV (also in the sweep's folder) and one row per job
+    out = ingest_sweep.stdout
+    assert "parent run" in out and parents.iloc[0]["run_id"] in out, out[-3000:]
+    csv = next(project.glob("multirun/*/*/sweep_summary.csv"))
+    assert str(csv.relative_to(project)) in out and csv.read_text() == summary
+    table = out[out.index("sweep finished"):]
+    assert re.search(r"max_docs\s+rows_kept", table) and re.search(r"\n\s*0\s+40\s+40\b", table), table
+    assert f"/runs/{parents.iloc[0]['run_id']}?workflowType=machine_learning" in out
 
 
 @pytest.mark.slow  # the session's `kedro run` subprocess
@@ -60,7 +72,7 @@ def test_kedro_run_uses_the_same_defaults_and_records_to_mlflow(kedro_ingest_run
 
     for key, value in params_for_mlflow(composed).items():
         assert run[f"params.{key}"] == value, key
-    assert run["metrics.rows_kept"] == 30
+    assert run["metrics.ingest/rows_kept"] == 30
 
 
 @pytest.mark.slow  # a `curate` subprocess

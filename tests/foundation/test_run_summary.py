@@ -39,6 +39,9 @@ def _last_run(project: Path):
 def test_curate_prints_a_summary_and_names_the_run(project):
     out = _run([str(BIN / "curate"), "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.max_docs=40"], project)
     client, experiment, run = _last_run(project)
+    # the port `mlflow ui` will use: 5000 (MLFLOW_PORT) unless that port is taken here
+    port = int(re.search(r"--port (\d+)", out).group(1))
+    base = f"http://127.0.0.1:{port}"
 
     # The experiment opens on the runs table in MLflow 3's UI, not on the GenAI overview.
     assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
@@ -54,9 +57,10 @@ def test_curate_prints_a_summary_and_names_the_run(project):
     for text in ("curation: ingest finished", "read", "50 rows from 1 of 4 shards", "kept", "40 (80.0%)",
                  "near_duplicate 10",
                  "data/02_intermediate/default/rejected_documents", run.info.run_id,
-                 f"mlflow ui --backend-store-uri sqlite:///{project}/mlruns/mlflow.db",
-                 f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs/{run.info.run_id}",
-                 f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"):
+                 f"mlflow ui --backend-store-uri sqlite:///{project}/mlruns/mlflow.db --port {port}",
+                 # both URLs open in the model-training view (MLflow 3.17 opens a run under GenAI otherwise)
+                 f"{base}/#/experiments/{experiment.experiment_id}/runs/{run.info.run_id}?workflowType=machine_learning",
+                 f"{base}/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"):
         assert text in out, (text, out[-3000:])
         assert "@shards  data/" not in out  # outputs named as users know them (documents, not documents@shards)
     # ... and the same summary is the run's description in MLflow.
@@ -113,7 +117,7 @@ def test_disk_usage_counts_each_file_once_and_names_the_hard_links(tmp_path):
     assert usage.cache_bytes == model
     rows = dict(next(s for s in build_sections(RunRecord(["__default__"], {}, disk=usage)) if s.title == "disk").rows)
     assert "in 2 files under data/*/ns" in rows["outputs"] and "hard-linked from the result cache" in rows["outputs"]
-    assert usage.as_metrics()["disk_outputs_bytes"] == usage.outputs_bytes
+    assert usage.as_metrics()["disk/outputs_bytes"] == usage.outputs_bytes
 
 
 def test_remove_staging_removes_the_namespace_stage_folders_but_not_a_nested_namespace(tmp_path):
@@ -160,3 +164,57 @@ def test_a_selection_read_from_the_cache_says_its_time_is_the_original_runs():
 
     assert rows(1.0)["selected"] == "50 of 381 candidates in 811.61 s (from cache: the time of the run that made it)"
     assert rows(0.0)["selected"] == "50 of 381 candidates in 811.61 s"
+
+
+def test_the_printed_ui_port_is_one_the_ui_can_use(monkeypatch):
+    """``mlflow ui`` listens on MLFLOW_PORT (default 5000): the summary prints that port when it is free, the
+    next free one when something else holds it, and no command when an MLflow UI of this store answers there."""
+    import socket
+
+    from curation.tracking import ui
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        busy = held.getsockname()[1]
+        monkeypatch.setenv("MLFLOW_PORT", str(busy))
+        address = ui.ui_address("sqlite:////tmp/x/mlflow.db", "0" * 32)
+        port = int(address.command.rsplit(" ", 1)[1])
+        assert port > busy and address.base == f"http://127.0.0.1:{port}" and not address.serving
+        monkeypatch.setattr(ui, "_serves_run", lambda host, port, run_id: True)
+        serving = ui.ui_address("sqlite:////tmp/x/mlflow.db", "0" * 32)
+        assert serving.command is None and serving.serving and serving.base == f"http://127.0.0.1:{busy}"
+    monkeypatch.setenv("MLFLOW_PORT", str(busy))  # free again
+    assert ui.ui_address("sqlite:////tmp/x/mlflow.db").command.endswith(f"--port {busy}")
+    assert ui.ui_address("http://mlflow.internal:5000/").base == "http://mlflow.internal:5000"
+    assert ui.run_url("http://h:1", "3", "abc") == "http://h:1/#/experiments/3/runs/abc?workflowType=machine_learning"
+
+
+def test_sweep_summary_puts_the_swept_parameters_first_and_reads_old_stores():
+    import pandas as pd
+
+    from curation.tracking.metric_names import history_key, staged, unstaged, with_flat_columns
+    from curation.tracking.naming import sweep_name
+    from curation.tracking.sweep_summary import key_metric_columns, summary_frame
+
+    assert staged("document_stats_metrics", "docs") == "ingest/docs" and unstaged("selection/joint") == "joint"
+    assert history_key("joint", ["selection/datamask_joint", "selection/joint"]) == "selection/joint"
+    assert history_key("joint", ["joint"]) == "joint"  # a store from before the stages
+    name = sweep_name(["pipeline=selection", "selection=datamask", "selection.lam=0.1,0.3",
+                       "tracking.uri=sqlite:////very/long/path/mlflow.db"], {"selection": {"method": "datamask"}})
+    assert name == "sweep selection datamask lam=0.1,0.3"
+    children = pd.DataFrame({
+        "run_id": ["b", "a"], "status": ["FINISHED"] * 2, "start_time": [2, 1], "tags.hydra.job.num": ["1", "0"],
+        "tags.mlflow.runName": ["selection datamask lam=0.3 #1", "selection datamask lam=0.1 #0"],
+        "params.aaa": ["x", "x"], "params.run.namespace": ["n/1", "n/0"], "params.selection.lam": ["0.3", "0.1"],
+        "metrics.selection/selected_quality_mean": [9.0, 8.0], "metrics.aaa/zzz": [1.0, 2.0],
+        "metrics.time/pipeline_seconds": [3.0, 4.0]})
+    table = summary_frame(children, ["pipeline=selection", "selection.lam=0.1,0.3"])
+    assert list(table.columns[:5]) == ["params.selection.lam", "tags.hydra.job.num", "tags.mlflow.runName",
+                                       "status", "metrics.selection/selected_quality_mean"]
+    assert list(table["params.selection.lam"]) == ["0.1", "0.3"]  # job order
+    assert "params.aaa" not in table and "params.run.namespace" in table  # params that differ only
+    old = children.rename(columns=lambda c: "metrics." + unstaged(c[8:]) if c.startswith("metrics.") else c)
+    assert key_metric_columns(old) == ["metrics.selected_quality_mean", "metrics.pipeline_seconds"]
+    flat = with_flat_columns(children)
+    assert list(flat["metrics.selected_quality_mean"]) == [9.0, 8.0] and "metrics.selection/selected_quality_mean" in flat

@@ -45,19 +45,27 @@ def test_ingest_in_kedro_session_reads_back_catalog_and_mlflow(project):
     run = runs.iloc[0]
     assert run["status"] == "FINISHED"
     assert run["params.data.max_docs"] == "300" and run["params.pipeline"] == "ingest"
-    assert run["metrics.rows_read"] == 300 + len(rejected) and run["metrics.rows_kept"] == 300
-    assert run["metrics.dropped_near_duplicate"] == len(rejected)
-    assert run["metrics.dropped_empty_text"] == 0 and run["metrics.docs"] == 300
+    # metrics are named <stage>/<metric>: the MLflow run page groups its charts by stage (issue #53)
+    assert run["metrics.ingest/rows_read"] == 300 + len(rejected) and run["metrics.ingest/rows_kept"] == 300
+    assert run["metrics.ingest/dropped_near_duplicate"] == len(rejected)
+    assert run["metrics.ingest/dropped_empty_text"] == 0 and run["metrics.ingest/docs"] == 300
+    assert not [c for c in runs.columns if c.startswith("metrics.") and "/" not in c]  # every metric has a stage
     # each node's own wall time, where a run's time goes
-    nodes = {c for c in runs.columns if c.startswith("metrics.node_seconds.")}
-    assert nodes == {"metrics.node_seconds.ingest_documents_node", "metrics.node_seconds.compute_document_statistics_node"}
-    assert 0 < run["metrics.node_seconds.compute_document_statistics_node"] < run["metrics.pipeline_seconds"]
-    shares = [c for c in runs.columns if c.startswith("metrics.share_source_")]
+    nodes = {c for c in runs.columns if c.startswith("metrics.time/") and c.endswith("_node")}
+    assert nodes == {"metrics.time/ingest_documents_node", "metrics.time/compute_document_statistics_node"}
+    assert 0 < run["metrics.time/compute_document_statistics_node"] < run["metrics.time/pipeline_seconds"]
+    shares = [c for c in runs.columns if c.startswith("metrics.ingest/share_source_")]
     assert abs(sum(run[c] for c in shares) - 1.0) < 1e-9
+    # readers that name a metric without its stage (reports, notebooks) read it so, from old stores too
+    from curation.tracking.metric_names import with_flat_columns
+
+    assert with_flat_columns(runs).iloc[0]["metrics.rows_kept"] == 300
+    # the figure is named as on disk (data/08_reporting/default/document_stats.png)
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run["run_id"], "plots")}
-    assert "plots/document_stats_plot.png" in artifacts
+    assert "plots/document_stats.png" in artifacts
+    assert '"document_stats_plot": "plots/document_stats.png"' in run["tags.curation.artifacts"]
     # the run logs the PNG the catalog wrote (dpi 110), not a second rendering of the figure
-    logged = mlflow.artifacts.download_artifacts(run_id=run["run_id"], artifact_path="plots/document_stats_plot.png",
+    logged = mlflow.artifacts.download_artifacts(run_id=run["run_id"], artifact_path="plots/document_stats.png",
                                                  dst_path=str(project / "downloaded"))
     assert Path(logged).read_bytes() == (project / "data/08_reporting/default/document_stats.png").read_bytes()
 

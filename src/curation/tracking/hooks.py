@@ -2,13 +2,19 @@
 
 What a run gets, by the name of a node output:
 
-``*_metrics``  dict of numbers -> ``mlflow.log_metrics``
-``*_history``  DataFrame with a ``step`` column -> one metric series per column
-``*_plot``     matplotlib Figure -> ``plots/<name>.png`` artifact
+``*_metrics``  dict of numbers -> metrics ``<stage>/<key>`` (``ingest_metrics`` -> ``ingest/rows_kept``)
+``*_history``  DataFrame with a ``step`` column -> one metric series per column, ``<stage>/<column>``
+``*_plot``     matplotlib Figure -> ``plots/<file>.png`` artifact
 ``*_plots``    dict of name -> Figure -> ``plots/<name>/<key>.png`` artifacts
-``*_table``    DataFrame -> ``tables/<name>.csv`` artifact
-``*_markdown`` str -> ``reports/<name>.md`` artifact
+``*_table``    DataFrame -> ``tables/<file>.csv`` artifact
+``*_markdown`` str -> ``reports/<file>.md`` artifact
 
+``<file>`` is the name of the file the catalog writes (``pruning_plot`` -> ``plots/quality_before_after_pruning.png``,
+as in ``data/08_reporting/<namespace>/``), or the output's name when it has no file; the tag
+``curation.artifacts`` maps each output to its artifact (:func:`artifact_of` reads it, older runs included).
+
+The stage (:mod:`curation.tracking.metric_names`) groups a run page's charts; node timings are
+``time/<node>``, the run's ``time/pipeline_seconds``, its disk figures ``disk/...``.
 Params: the whole composed config, flattened (``data.max_docs``). The run is
 named after what ran (:mod:`curation.tracking.naming`); the corpus and each
 pipeline's free inputs are logged as MLflow dataset inputs (name, content
@@ -26,8 +32,6 @@ import json
 import logging
 import math
 import os
-import shutil
-import tempfile
 import time
 from numbers import Number
 from pathlib import Path
@@ -37,6 +41,7 @@ from kedro.framework.hooks import hook_impl
 
 from curation.configuration import COMPOSED_KEY
 from curation.paths import project_root
+from curation.tracking.metric_names import ARTIFACTS_TAG, PIPELINE_SECONDS, node_seconds, staged
 from curation.tracking.naming import overrides_from, run_name
 from curation.tracking.store import params_for_mlflow, parent_run_from_env, setup_experiment
 from curation.tracking.summary import NOTE_TAG, RunRecord, print_summary, relative, to_markdown
@@ -180,6 +185,7 @@ class MlflowTrackingHook:
         self._output_paths: list[str] = []
         self._node_started: dict[str, float] = {}
         self._figure_files: dict[str, Path] = {}  # figure outputs logged once their dataset wrote the PNG
+        self._artifacts: dict[str, str] = {}  # output name -> its artifact path (the tag ARTIFACTS_TAG)
         record_file = getattr(self, "_record_file", None)
         if record_file is not None:
             record_file.unlink(missing_ok=True)
@@ -194,7 +200,7 @@ class MlflowTrackingHook:
             import mlflow
 
             try:
-                mlflow.MlflowClient().log_metric(run_id, "pipeline_seconds", time.perf_counter() - self._started)
+                mlflow.MlflowClient().log_metric(run_id, PIPELINE_SECONDS, time.perf_counter() - self._started)
                 active = mlflow.active_run()
                 if active is not None and active.info.run_id == run_id:
                     mlflow.end_run(status=status)  # pops it, so MLflow's exit handler cannot close it FINISHED
@@ -333,15 +339,15 @@ class MlflowTrackingHook:
         client = mlflow.MlflowClient()
         now = int(time.time() * 1000)
         if started is not None:  # where a run's time goes, node by node (the node itself; saving its outputs follows)
-            client.log_metric(self._run_id, f"node_seconds.{node.name}", time.perf_counter() - started, now)
+            client.log_metric(self._run_id, node_seconds(node.name), time.perf_counter() - started, now)
         for name, value in outputs.items():
             base = _base_name(name)
             if base.endswith("_metrics") and isinstance(value, dict):
-                metrics = [Metric(k, v, now, 0) for k, v in _finite(value.items())]
+                metrics = [Metric(staged(base, k), v, now, 0) for k, v in _finite(value.items())]
                 for start in range(0, len(metrics), 1000):
                     client.log_batch(self._run_id, metrics=metrics[start:start + 1000])
             elif base.endswith("_history") and hasattr(value, "iterrows") and "step" in value:
-                metrics = [Metric(k, v, now, int(row["step"]))
+                metrics = [Metric(staged(base, k), v, now, int(row["step"]))
                            for _, row in value.iterrows() for k, v in _finite(row.items()) if k != "step"]
                 for start in range(0, len(metrics), 1000):
                     client.log_batch(self._run_id, metrics=metrics[start:start + 1000])
@@ -352,15 +358,26 @@ class MlflowTrackingHook:
                 if path is not None:
                     self._figure_files[name] = path
                 else:
-                    client.log_figure(self._run_id, value, f"plots/{base}.png")
+                    client.log_figure(self._run_id, value, self._artifact(base, "plots", f"{base}.png"))
             elif base.endswith("_plots") and isinstance(value, dict):
                 for key, figure in value.items():
                     if hasattr(figure, "savefig"):
                         client.log_figure(self._run_id, figure, f"plots/{base}/{key}.png")
             elif base.endswith("_table") and hasattr(value, "to_csv"):
-                client.log_text(self._run_id, value.to_csv(index=False), f"tables/{base}.csv")
+                client.log_text(self._run_id, value.to_csv(index=False),
+                                self._artifact(base, "tables", self._file_name(name, ".csv") or f"{base}.csv"))
             elif base.endswith("_markdown") and isinstance(value, str):
-                client.log_text(self._run_id, value, f"reports/{base}.md")
+                client.log_text(self._run_id, value,
+                                self._artifact(base, "reports", self._file_name(name, ".md") or f"{base}.md"))
+
+    def _artifact(self, output: str, folder: str, file: str) -> str:
+        self._artifacts[output] = f"{folder}/{file}"
+        return self._artifacts[output]
+
+    def _file_name(self, name: str, suffix: str) -> str | None:
+        """The name of the file the catalog writes output ``name`` to, when it is a ``suffix`` file."""
+        path = _filepath(self._catalog, name) if self._catalog is not None else None
+        return Path(path).name if path and path.lower().endswith(suffix) else None
 
     def _png_file(self, name: str) -> Path | None:
         """The local PNG file the catalog saves output ``name`` to, if it is one."""
@@ -380,15 +397,10 @@ class MlflowTrackingHook:
         client = mlflow.MlflowClient()
         base = _base_name(dataset_name)
         if not path.is_file():  # not where the catalog said: render it as before
-            client.log_figure(self._run_id, data, f"plots/{base}.png")
+            client.log_figure(self._run_id, data, self._artifact(base, "plots", f"{base}.png"))
             return
-        with tempfile.TemporaryDirectory(prefix="curation-plot-") as tmp:
-            named = Path(tmp) / f"{base}.png"  # the artifact keeps the output's name, as log_figure's did
-            try:
-                os.link(path, named)
-            except OSError:
-                shutil.copyfile(path, named)
-            client.log_artifact(self._run_id, str(named), "plots")
+        client.log_artifact(self._run_id, str(path), "plots")  # named as on disk
+        self._artifact(base, "plots", path.name)
 
     def _end(self, status: str) -> None:
         record = self._record
@@ -401,10 +413,12 @@ class MlflowTrackingHook:
             import mlflow
 
             client = mlflow.MlflowClient()
-            client.log_metric(self._run_id, "pipeline_seconds", seconds)
+            client.log_metric(self._run_id, PIPELINE_SECONDS, seconds)
             if record is not None and record.disk is not None:
                 for key, value in record.disk.as_metrics().items():
                     client.log_metric(self._run_id, key, value)
+            if self._artifacts:
+                client.set_tag(self._run_id, ARTIFACTS_TAG, json.dumps(self._artifacts, sort_keys=True))
             if record is not None:
                 try:
                     client.set_tag(self._run_id, NOTE_TAG, to_markdown(record))

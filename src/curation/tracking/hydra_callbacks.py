@@ -5,6 +5,9 @@ MLflow UI shows a sweep as one expandable row and its compare view lines the
 jobs' params and metrics up. The parent run id reaches the jobs through an
 environment variable, which both the basic launcher (same process) and the
 joblib launcher (worker processes started after this callback) inherit.
+When the sweep ends, the parent gets ``sweep_summary.csv`` (one row per job, the swept parameters first;
+also written to the sweep's folder, ``multirun/<date>/<time>/``) and the sweep prints its parent run, the
+CSV and a table of each job's swept values against its key metrics (:mod:`curation.tracking.sweep_summary`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from curation.paths import project_root
+from curation.tracking.naming import sweep_name
 from curation.tracking.store import PARENT_RUN_ENV, params_for_mlflow, setup_experiment
 
 log = logging.getLogger(__name__)
@@ -38,9 +42,11 @@ class MlflowSweepCallback(Callback):
         overrides = list(config.hydra.overrides.task)
         sweeper_params = OmegaConf.to_container(config.hydra.sweeper, resolve=False) or {}
         client = mlflow.MlflowClient()
+        what = {"pipeline": OmegaConf.select(config, "pipeline", default=None),
+                "selection": {"method": OmegaConf.select(config, "selection.method", default=None)}}
         run = client.create_run(
             experiment_id,
-            run_name=tracking.get("run_name") or f"sweep {' '.join(overrides)}"[:250],
+            run_name=tracking.get("run_name") or sweep_name(overrides, what),
             tags={"curation.sweep": "true", "hydra.overrides": " ".join(overrides),
                   **{str(k): str(v) for k, v in (tracking.get("tags") or {}).items()}},
         )
@@ -61,20 +67,32 @@ class MlflowSweepCallback(Callback):
             return
         import mlflow
 
+        from curation.tracking import sweep_summary
+
         client = mlflow.MlflowClient()
+        parent = client.get_run(self._run_id)
         children = mlflow.search_runs(
-            experiment_ids=[client.get_run(self._run_id).info.experiment_id],
+            experiment_ids=[parent.info.experiment_id],
             filter_string=f"tags.mlflow.parentRunId = '{self._run_id}'",
         )
+        overrides = list(config.hydra.overrides.task)
+        csv_path = None
         if len(children):
-            keep = [c for c in children.columns if c.startswith(("metrics.", "params.", "tags.mlflow.runName"))
-                    or c in ("run_id", "status")]
-            varying = [c for c in keep if not c.startswith("params.") or children[c].nunique(dropna=False) > 1]
-            client.log_text(self._run_id, children[varying].to_csv(index=False), "sweep_summary.csv")
-        client.log_metric(self._run_id, "jobs", float(len(children)))
-        failed = self._failed_jobs or int((children["status"] == "FAILED").sum()) if len(children) else 0
-        client.log_metric(self._run_id, "jobs_failed", float(failed))
-        client.set_terminated(self._run_id, status="FAILED" if failed else "FINISHED")
+            table = sweep_summary.summary_frame(children, overrides)
+            csv_path = sweep_summary.write_csv(table, OmegaConf.select(config, "hydra.sweep.dir", default=None))
+            if csv_path is not None:
+                client.log_artifact(self._run_id, str(csv_path))
+            else:
+                client.log_text(self._run_id, table.to_csv(index=False), sweep_summary.CSV_NAME)
+        client.log_metric(self._run_id, "sweep/jobs", float(len(children)))
+        failed = self._failed_jobs or (int((children["status"] == "FAILED").sum()) if len(children) else 0)
+        client.log_metric(self._run_id, "sweep/jobs_failed", float(failed))
+        status = "FAILED" if failed else "FINISHED"
+        client.set_terminated(self._run_id, status=status)
+        try:
+            sweep_summary.print_sweep(parent, children, overrides, csv_path, mlflow.get_tracking_uri(), status)
+        except Exception as exc:  # noqa: BLE001 -- the record is what matters; the printout is a convenience
+            log.warning("could not print the sweep's summary: %s", exc)
         os.environ.pop(PARENT_RUN_ENV, None)
         self._run_id = None
 

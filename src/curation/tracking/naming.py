@@ -1,4 +1,5 @@
-"""MLflow run names that say what ran: ``selection datamask lam=0.3``, ``default datamask max_docs=500 #2``.
+"""MLflow run names that say what ran: ``selection datamask lam=0.3``, ``default datamask max_docs=500 #2``,
+a sweep's parent ``sweep selection datamask lam=0.1,0.3,0.5``.
 
 The name is the pipeline(s), the selection method when a selection runs, and the
 overrides the user gave (Hydra's command-line overrides, or ``kedro run --params``),
@@ -52,3 +53,26 @@ def overrides_from(tags: Mapping[str, Any], runtime_params: Mapping[str, Any] | 
 
         return [f"{k}={v}" for k, v in flatten(runtime_params).items()]
     return []
+
+
+def sweep_name(overrides: Iterable[str], params: Mapping[str, Any]) -> str:
+    """A sweep's parent run: ``sweep`` and what :func:`run_name` says of its jobs, the swept values as given
+    (``lam=0.1,0.3,0.5``); where or how it is recorded (``tracking.uri=...``) is left out, as for a job."""
+    overrides = list(overrides)
+    pipelines = next((o.partition("=")[2] for o in overrides if o.startswith("pipeline=")), None)
+    names = [pipelines] if pipelines and "," in pipelines else \
+        str(pipelines or params.get("pipeline") or "__default__").split("+")
+    if "selection" in swept_keys(overrides):
+        params = {**params, "selection": {}}  # the methods are in the swept override: selection=datamask,greedy
+    return f"sweep {run_name(names, params, overrides)}"[:MAX_NAME]
+
+
+def swept_keys(overrides: Iterable[str]) -> list[str]:
+    """The keys a sweep varies, in the order given: ``selection.lam=0.1,0.3`` -> ``selection.lam`` (Hydra's
+    sweep syntax: a comma list, ``range(...)``, ``choice(...)``, ``glob(...)``)."""
+    keys = []
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if "," in value or value.startswith(("range(", "choice(", "glob(", "interval(")):
+            keys.append(key)
+    return keys

@@ -2,7 +2,10 @@
 
 The report builders (:mod:`curation.reporting`) see plain frames; this module
 fetches what a builder declares (``history_keys``, ``table_artifacts``), by
-experiment name and tags, never from hand-copied numbers.
+experiment name and tags, never from hand-copied numbers. Builders name a metric without its stage
+(``selected_quality_mean``, ``joint``) and a table by its output (``quality_share_table``): runs logged since
+issue #53 (``selection/selected_quality_mean``, ``tables/quality_share.csv``) and older ones read alike
+(:mod:`curation.tracking.metric_names`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Sequence
 import pandas as pd
 
 from curation.reporting.runs import choose_runs
+from curation.tracking.metric_names import artifact_of, history_key, with_flat_columns
 
 log = logging.getLogger(__name__)
 
@@ -44,23 +48,29 @@ def fetch_runs(tracking_uri: str, experiment: str, mode: str, history_keys: Sequ
     if found is None:
         raise ValueError(f"MLflow has no experiment {experiment!r} at {tracking_uri}{': ' + hint if hint else ''}")
     mlflow.set_tracking_uri(client.tracking_uri)
-    all_runs = mlflow.search_runs(experiment_ids=[found.experiment_id], output_format="pandas")
+    recorded = mlflow.search_runs(experiment_ids=[found.experiment_id], output_format="pandas")
+    all_runs = with_flat_columns(recorded)  # + metrics.<metric> beside metrics.<stage>/<metric>
     runs = choose_runs(all_runs, mode, namespace)
     histories: dict[str, dict[str, pd.DataFrame]] = {}
     tables: dict[str, dict[str, pd.DataFrame]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for run_id in runs["run_id"]:
+        for _, run in runs.iterrows():
+            run_id = run["run_id"]
+            row = recorded[recorded["run_id"] == run_id].iloc[0]
+            logged = [c[len("metrics."):] for c in recorded.columns if c.startswith("metrics.") and pd.notna(row[c])]
             histories[run_id] = {
-                key: pd.DataFrame([(m.step, m.value, m.timestamp) for m in client.get_metric_history(run_id, key)],
+                key: pd.DataFrame([(m.step, m.value, m.timestamp)
+                                   for m in client.get_metric_history(run_id, history_key(key, logged))],
                                   columns=["step", "value", "timestamp"]).sort_values("step", kind="stable")
                 for key in history_keys
             }
             tables[run_id] = {}
             for artifact in table_artifacts:
+                where = artifact_of(run, artifact, "tables", ".csv")
                 try:
-                    path = client.download_artifacts(run_id, f"tables/{artifact}.csv", tmp)
+                    path = client.download_artifacts(run_id, where, tmp)
                 except Exception as error:  # noqa: BLE001 -- a run without that table is reported, not fatal
-                    log.warning("run %s has no tables/%s.csv: %s", run_id, artifact, error)
+                    log.warning("run %s has no %s: %s", run_id, where, error)
                     continue
                 tables[run_id][artifact] = pd.read_csv(path)
     return FetchedRuns(all_runs, runs, histories, tables)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -65,9 +64,9 @@ class DiskUsage:
     where: str = ""  # the namespace's folders, e.g. data/*/default
 
     def as_metrics(self) -> dict[str, float]:
-        out = {"disk_outputs_bytes": float(self.outputs_bytes), "disk_outputs_files": float(self.files)}
+        out = {"disk/outputs_bytes": float(self.outputs_bytes), "disk/outputs_files": float(self.files)}
         if self.cache_bytes is not None:
-            out["disk_cache_bytes"] = float(self.cache_bytes)
+            out["disk/cache_bytes"] = float(self.cache_bytes)
         return out
 
 
@@ -297,31 +296,22 @@ def _other(name: str, m: dict[str, float], limit: int = 8) -> Section:
     return section
 
 
-def mlflow_ui_command(tracking_uri: str) -> str | None:
-    """The command that serves this store's UI (None for a remote server, which is its own UI)."""
-    if tracking_uri.startswith(("http://", "https://", "databricks")):
-        return None
-    return f"mlflow ui --backend-store-uri {shlex.quote(tracking_uri)} --port 5000"
+def _mlflow_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """The run, how to open the UI (or that it is open), the run's page and the runs table."""
+    from curation.tracking.ui import run_url, runs_table_url, ui_address
 
-
-def _ui_base(record: RunRecord) -> str:
-    uri = record.tracking_uri or ""
-    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-
-
-def run_url(record: RunRecord) -> str | None:
-    if not (record.run_id and record.experiment_id and record.tracking_uri):
-        return None
-    return f"{_ui_base(record)}/#/experiments/{record.experiment_id}/runs/{record.run_id}"
-
-
-def runs_table_url(record: RunRecord) -> str | None:
-    """The experiment's runs table. ``workflowType=machine_learning``: MLflow 3.17's UI shows the view
-    its sidebar toggle last had in this browser (GenAI by default), whatever the experiment's kind tag
-    says (mlflow/mlflow#24498)."""
-    if not (record.experiment_id and record.tracking_uri):
-        return None
-    return f"{_ui_base(record)}/#/experiments/{record.experiment_id}/runs?workflowType=machine_learning"
+    rows = [("run", f"{record.run_name}  ({record.run_id})")]
+    address = ui_address(record.tracking_uri or "", record.run_id)
+    if address is None:
+        return rows
+    if address.command:
+        rows.append(("open the UI", address.command))
+    elif address.serving and not (record.tracking_uri or "").startswith("http"):
+        rows.append(("open the UI", f"already serving this store at {address.base}"))
+    if record.experiment_id:
+        rows.append(("this run", run_url(address.base, record.experiment_id, str(record.run_id))))
+        rows.append(("all runs", runs_table_url(address.base, record.experiment_id)))
+    return rows
 
 
 def build_sections(record: RunRecord) -> list[Section]:
@@ -350,17 +340,7 @@ def build_sections(record: RunRecord) -> list[Section]:
     if record.outputs:
         sections.append(Section("outputs", [(name, path) for name, path in record.outputs.items()]))
     if record.run_id:
-        rows = [("run", f"{record.run_name}  ({record.run_id})")]
-        command = mlflow_ui_command(record.tracking_uri or "")
-        if command:
-            rows.append(("open the UI", command))
-        url = run_url(record)
-        if url:
-            rows.append(("this run", url))
-        table = runs_table_url(record)
-        if table:
-            rows.append(("all runs", table))
-        sections.append(Section("MLflow", rows))
+        sections.append(Section("MLflow", _mlflow_rows(record)))
     return sections
 
 
