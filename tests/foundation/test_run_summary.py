@@ -166,6 +166,21 @@ def test_a_selection_read_from_the_cache_says_its_time_is_the_original_runs():
     assert rows(0.0)["selected"] == "50 of 381 candidates in 811.61 s"
 
 
+def test_the_roc_auc_line_says_whose_labels_it_is_on():
+    """On a user's corpus the default raters' ROC-AUC is measured on the bundled corpus's held-out labels: the
+    line says so, and says "this corpus's" with training.source=corpus (issue #53)."""
+    from curation.tracking.summary import RunRecord, build_sections
+
+    def line(reference: float) -> str:
+        scoring = {"quality_mean": 6.5, "roc_auc_quality": 0.753, "roc_auc_n_eval": 242.0,
+                   "training_source_reference": reference}
+        record = RunRecord(["__default__"], {}, {"scoring_metrics": scoring})
+        return dict(next(s for s in build_sections(record) if s.title == "scoring").rows)["ROC-AUC"]
+
+    assert line(1.0) == "merged quality 0.753 on the bundled corpus's 242 held-out human labels"
+    assert line(0.0) == "merged quality 0.753 on this corpus's 242 held-out human labels"
+
+
 def test_the_printed_ui_port_is_one_the_ui_can_use(monkeypatch):
     """``mlflow ui`` listens on MLFLOW_PORT (default 5000): the summary prints that port when it is free, the
     next free one when something else holds it, and no command when an MLflow UI of this store answers there."""

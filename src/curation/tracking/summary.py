@@ -181,7 +181,10 @@ def _scoring(scoring: dict[str, float], embedding: dict[str, float]) -> Section:
         section.rows.append(("scored", f"{_num(scored)} docs, quality mean {_num(scoring.get('quality_mean'))} "
                                        f"on 0-15, {_num(nan)} without a score{cached}"))
         if "roc_auc_quality" in scoring:
-            section.rows.append(("ROC-AUC", f"merged quality {_num(scoring['roc_auc_quality'])} on "
+            # whose labels: the bundled reference corpus's (training.source=reference, the default, on any corpus)
+            # or the scored corpus's own (training.source=corpus)
+            whose = "this corpus's" if scoring.get("training_source_reference") == 0 else "the bundled corpus's"
+            section.rows.append(("ROC-AUC", f"merged quality {_num(scoring['roc_auc_quality'])} on {whose} "
                                             f"{_num(scoring.get('roc_auc_n_eval'))} held-out human labels"))
     return section
 
