@@ -96,10 +96,18 @@ def cluster_quality_diversity(embeddings: np.ndarray, quality: np.ndarray, indic
 
 
 def plot_quality_diversity_heatmap(clusters: pd.DataFrame, title: str = "clusters: quality x diversity"):
-    """Left: how many clusters fall in each (quality, diversity) cell (Fig. 5). Right: share selected per cluster."""
+    """Left: how many clusters fall in each (quality, diversity) cell (Fig. 5), one colour per count and whole
+    numbers on its colour bar. Right: share selected per cluster."""
+    from matplotlib.colors import BoundaryNorm
+    from matplotlib.ticker import MaxNLocator
+
     fig, (ax_h, ax_s) = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
-    hist = ax_h.hist2d(clusters["quality_mean"], clusters["diversity"], bins=12, cmap="Blues")
-    fig.colorbar(hist[3], ax=ax_h, label="clusters")
+    counts, _, _ = np.histogram2d(clusters["quality_mean"], clusters["diversity"], bins=12)
+    top = max(int(counts.max()), 1)
+    cmap = plt.get_cmap("Blues", top + 1)  # counts 0..top: a colour each, the bar's bounds halfway between
+    hist = ax_h.hist2d(clusters["quality_mean"], clusters["diversity"], bins=12, cmap=cmap,
+                       norm=BoundaryNorm(np.arange(-0.5, top + 1.5), cmap.N))
+    fig.colorbar(hist[3], ax=ax_h, label="clusters", ticks=MaxNLocator(integer=True))
     ax_h.set_xlabel("cluster mean quality")
     ax_h.set_ylabel("cluster diversity (1 - mean cosine)")
     ax_h.set_title(title)
