@@ -36,9 +36,13 @@ class Report:
     # Pairwise decisions with standard errors (curation.reporting.decisions), where the artefact compares
     # trained corpora; empty otherwise.
     decisions: Optional[pd.DataFrame] = None
+    # How many documents the runs covered ("500 documents of data/01_raw/corpus"): the builder's, else
+    # :func:`documents_covered` of the runs (``registry.build_report``)
+    documents: Optional[str] = None
 
     def markdown(self, scale_note: str) -> str:
-        parts = [f"# {self.title}", "", f"**This run** ({scale_note}):", "", _md(self.table)]
+        covers = f"; {self.documents}" if self.documents else ""
+        parts = [f"# {self.title}", "", f"**This run** ({scale_note}{covers}):", "", _md(self.table)]
         if self.paper is not None:
             parts += ["", "**Paper** (published numbers, full scale):", "", _md(self.paper)]
         if self.notes:
@@ -80,6 +84,63 @@ def _metric(runs: pd.DataFrame, key: str) -> pd.Series:
 
 def _num(values: pd.Series) -> pd.Series:
     return pd.to_numeric(values.replace({"null": np.nan, "None": np.nan}), errors="coerce")
+
+
+# A run's metrics that count the documents of the corpus it read, most direct first: ingest's kept rows, the
+# documents pruning saw, the documents scoring embedded, a selection's corpus (``corpus_docs`` beside
+# ``candidates``: the selection node's; a table2/decide cell's ``corpus_docs`` is its selected corpus), a
+# cell's largest pool (``corpus_pool``: the raw pool is the corpus).
+_CORPUS_COUNTS = ("rows_kept", "docs_in", "embedding_docs", "corpus_docs", "corpus_pool")
+
+
+def _corpus_count(run: pd.Series) -> float:
+    for key in _CORPUS_COUNTS:
+        value = pd.to_numeric(run.get(f"metrics.{key}"), errors="coerce")
+        if key == "corpus_docs" and pd.isna(pd.to_numeric(run.get("metrics.candidates"), errors="coerce")):
+            continue
+        if pd.notna(value) and value > 0:
+            return float(value)
+    return float("nan")
+
+
+def _corpus_of(runs: pd.DataFrame) -> str:
+    """" of <data.path>" (one corpus), " of k corpora", or "" (not recorded)."""
+    paths = sorted({str(p) for p in _param(runs, "data.path").dropna() if str(p) not in ("", "null", "None")})
+    return f" of {paths[0]}" if len(paths) == 1 else (f" of {len(paths)} corpora" if paths else "")
+
+
+def documents_covered(runs: pd.DataFrame) -> Optional[str]:
+    """How many documents ``runs`` covered, as the report says it: "500 documents of data/01_raw/corpus", from
+    the runs' document counts (the largest: every run reads the same corpus or a part of it), else from
+    ``data.max_docs``; None when neither was recorded."""
+    counts = pd.Series([_corpus_count(r) for _, r in runs.iterrows()], dtype="float64").dropna()
+    where = _corpus_of(runs)
+    if len(counts):
+        return f"{int(counts.max()):,} documents{where}"
+    limits = _num(_param(runs, "data.max_docs")).dropna()
+    if len(limits):
+        return f"at most {int(limits.max()):,} documents{where} (data.max_docs)"
+    return None
+
+
+PAPER_GID = "paper"  # the gid of an Axes or artist that draws the paper's published numbers
+
+
+def draws_paper(fig: Any) -> bool:
+    """Whether ``fig`` draws the paper's numbers: an Axes, or an artist in one, with gid :data:`PAPER_GID`."""
+    return any(ax.get_gid() == PAPER_GID or any(a.get_gid() == PAPER_GID for a in ax.get_children())
+               for ax in fig.axes)
+
+
+def paper_bars(ax: Any, labels: list[str], values: list[float], xlabel: str, title: str) -> None:
+    """The paper's numbers as horizontal bars on ``ax`` (gid :data:`PAPER_GID`), beside ours in the same figure."""
+    ax.set_gid(PAPER_GID)
+    ax.barh(labels[::-1], values[::-1], color="tab:grey")
+    for y, v in enumerate(values[::-1]):
+        ax.annotate(f"{v:g}", (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+    ax.set_xlabel(xlabel)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_title(title, fontsize=9)
 
 
 def _series(histories: Histories, run_id: str, key: str) -> pd.DataFrame:
@@ -339,7 +400,22 @@ def table1_pruning_init(runs, histories, tables) -> Report:
     notes = ["Paper 'performance' is downstream accuracy; this run reports the selection's quality and PWS and "
              "the selection time (objective values are standardised per candidate pool, so steps/time compare, "
              "absolute joint values do not)."]
-    return Report("DATAMASK Table 1: pruning and initialisation", table, {}, paper, notes)
+    fig, (ours, theirs) = plt.subplots(1, 2, figsize=(10, 3.4))
+    labels = [f"{r['pruning']}, init {r['init']}" for _, r in table.iterrows()]
+    seconds, what = pd.to_numeric(table["time_to_98pct_s"], errors="coerce"), "time to 98% of the objective's gain (s)"
+    if seconds.isna().all():  # no trajectory recorded: the whole selection's time
+        seconds, what = pd.to_numeric(table["total_s"], errors="coerce"), "selection time (s)"
+    y = np.arange(len(table))[::-1]
+    ours.barh(y, seconds.fillna(0.0).to_numpy(), color="tab:blue")
+    ours.set_yticks(y, labels)
+    ours.set_xlabel(what)
+    ours.tick_params(axis="y", labelsize=7)
+    ours.set_title("this run: selection time", fontsize=9)
+    hours = [float(str(v).split()[0]) for v in paper["computation (384 GPUs)"]]
+    paper_bars(theirs, list(paper["method"]), hours, "computation (hours, 384 GPUs)",
+               "paper: computation (avg. accuracy 44.3 / 45.0 / 45.1)")
+    fig.tight_layout()
+    return Report("DATAMASK Table 1: pruning and initialisation", table, {"pruning_init": fig}, paper, notes)
 
 
 def table6_quality_distribution(runs, histories, tables) -> Report:
@@ -350,15 +426,25 @@ def table6_quality_distribution(runs, histories, tables) -> Report:
     paper_ratio = ["3%", "9%", "17%", "24%", "23%", "14%", "6%", "3%", "1%", "0.2%", "0.03%", "0.003%",
                    "~0%", "~0%", "0%", "0%"]
     paper = pd.DataFrame({"score": list(range(16)), "FineWeb ratio": paper_ratio})
-    fig, ax = plt.subplots(figsize=(6.5, 3.5))
-    cols = list(share.columns)
-    ax.bar(share[cols[0]].astype(str), share[cols[-1]].astype(float))
-    ax.set_xlabel(str(cols[0]))
-    ax.set_ylabel(str(cols[-1]))
+    scored = share[pd.to_numeric(share["score"], errors="coerce") >= 0] if "score" in share else share
+    n_docs = int(pd.to_numeric(share["count"], errors="coerce").sum()) if "count" in share else None
+    fig, ax = plt.subplots(figsize=(7.5, 3.5))
+    x = np.arange(16)
+    ours = pd.to_numeric(scored.set_index("score")["share"], errors="coerce").reindex(x).fillna(0.0) \
+        if {"score", "share"} <= set(scored.columns) else pd.Series(0.0, index=x)
+    theirs = [float(v.strip("~%")) / 100.0 for v in paper_ratio]  # "~0%" drawn as 0
+    ax.bar(x - 0.2, ours.to_numpy(), 0.4, label=f"this run ({n_docs:,} documents)" if n_docs else "this run")
+    ax.bar(x + 0.2, theirs, 0.4, color="tab:grey", label="paper (FineWeb)", gid=PAPER_GID)
+    ax.set_xticks(x, [str(k) for k in x])
+    ax.set_xlabel("integer merged-quality score (0-15)")
+    ax.set_ylabel("share of documents")
+    ax.legend(fontsize=8)
     ax.set_title("Table 6 analogue: share of documents per integer quality score", fontsize=9)
     fig.tight_layout()
     notes = ["The bundled corpus mixes encyclopedic, book and crawl sources, so its distribution is not FineWeb's."]
-    return Report("DATAMASK Table 6: quality score distribution", share, {"quality_share": fig}, paper, notes)
+    documents = f"{n_docs:,} documents{_corpus_of(runs)}" if n_docs else documents_covered(runs)
+    return Report("DATAMASK Table 6: quality score distribution", share, {"quality_share": fig}, paper, notes,
+                  documents=documents)
 
 
 def table8_dvrl(runs, histories, tables) -> Report:
@@ -384,7 +470,20 @@ def table8_dvrl(runs, histories, tables) -> Report:
              "-1/(2 S^2) sum cos on MiniLM 384-d, so compare the direction and the gaps, not the values.",
              "DataMask's 'before' is the top-S of its initial (uniform) logits, i.e. an arbitrary set; DVRL's is a "
              "random set of its seen half."]
-    return Report("DATAMASK Table 8: DVRL vs DataMask on PWS", table, {}, paper, notes)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for ax, frame, who in ((axes[0], table, "this run"), (axes[1], paper, "paper")):
+        x = np.arange(len(frame))
+        for i, (col, label) in enumerate((("before_opt", "before"), ("seen_after", "after (seen)"),
+                                          ("unseen_after", "after (unseen)"))):
+            if col in frame:
+                ax.bar(x + (i - 1) * 0.27, pd.to_numeric(frame[col], errors="coerce"), 0.27, label=label)
+        ax.set_xticks(x, list(frame["method"]))
+        ax.set_ylabel("PWS (higher = more diverse)")
+        ax.set_title(f"{who}: PWS before and after the optimisation", fontsize=9)
+        ax.legend(fontsize=7)
+    axes[1].set_gid(PAPER_GID)
+    fig.tight_layout()
+    return Report("DATAMASK Table 8: DVRL vs DataMask on PWS", table, {"dvrl_pws": fig}, paper, notes)
 
 
 # --- DiSF ------------------------------------------------------------------------------------

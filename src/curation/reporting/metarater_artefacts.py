@@ -99,7 +99,8 @@ def table1_comparisons(runs: pd.DataFrame, histories: Histories, tables: Tables)
                      f"({_metric(run, 'regression_spearman_cv'):.3f} 5-fold out-of-fold) over "
                      f"{int(_metric(run, 'regression_proxies'))} proxies.")
     notes.append("Single raters ran with one proxy seed (std 0 = not measured), the combinations with three.")
-    figures = {"metarater_comparisons": plot_comparisons(found["metarater_comparison_summary_table"])}
+    figures = {"metarater_comparisons": plot_comparisons(found["metarater_comparison_summary_table"],
+                                                         paper=PAPER_TABLE4)}
     return Report("Meta-rater Table 1 / Table 4: selections compared by proxy validation loss", table, figures,
                   PAPER_TABLE4, notes)
 
@@ -126,7 +127,8 @@ def table10_weights(runs: pd.DataFrame, histories: Histories, tables: Tables) ->
     predicted = _metric(run, "predicted_loss_w_star"), _metric(run, "predicted_loss_uniform")
     if all(pd.notna(v) for v in predicted):
         notes.append(f"Regressor's predicted validation loss: w* {predicted[0]:.4f} vs uniform {predicted[1]:.4f}.")
-    figures = {"metarater_weights": plot_weights(found["metarater_weights_table"])}
+    figures = {"metarater_weights": plot_weights(found["metarater_weights_table"],
+                                                 paper=ours.set_index("rater")["paper_weight_pct"])}
     return Report("Meta-rater Table 10: learned rater weights (%)", table, figures,
                   PAPER_TABLE10, notes)
 

@@ -81,12 +81,23 @@ def plot_num_proxies(curve: pd.DataFrame, references: pd.DataFrame | None = None
     return fig
 
 
-def plot_comparisons(summary: pd.DataFrame, title: str = "combining strategies (Meta-rater Table 4 analogue)"):
-    """Mean validation loss per method with the seeds' standard deviation; lower is better."""
+def plot_comparisons(summary: pd.DataFrame, title: str = "combining strategies (Meta-rater Table 4 analogue)",
+                     paper: pd.DataFrame | None = None):
+    """Mean validation loss per method with the seeds' standard deviation; lower is better. With ``paper``
+    (``method``, ``average_accuracy``), the paper's downstream accuracies in a panel beside it."""
     if summary.empty:
         return _empty("no comparisons were run")
     summary = summary.sort_values("val_loss_mean", ascending=False)
-    fig, ax = plt.subplots(figsize=(7, 0.32 * len(summary) + 1.4), constrained_layout=True)
+    height = 0.32 * max(len(summary), 0 if paper is None else len(paper)) + 1.4
+    if paper is None:
+        fig, ax = plt.subplots(figsize=(7, height), constrained_layout=True)
+    else:
+        from curation.reporting.artefacts import paper_bars
+
+        fig, (ax, theirs) = plt.subplots(1, 2, figsize=(12, height), constrained_layout=True)
+        paper_bars(theirs, list(paper["method"].astype(str)), list(paper["average_accuracy"].astype(float)),
+                   "average downstream accuracy (%), higher is better", "paper: 1.3B models (seeds/004 Table 4)")
+        theirs.set_xlim(paper["average_accuracy"].min() - 2, paper["average_accuracy"].max() + 1)
     colors = ["tab:red" if m == "metarater" else "tab:blue" if not str(m).startswith("rater:") else "tab:grey"
               for m in summary["method"]]
     ax.barh(summary["method"].astype(str), summary["val_loss_mean"], xerr=summary["val_loss_std"], color=colors,
@@ -102,14 +113,24 @@ def plot_comparisons(summary: pd.DataFrame, title: str = "combining strategies (
     return fig
 
 
-def plot_weights(table: pd.DataFrame, title: str = "learned rater weights w* (Meta-rater Table 10 analogue)"):
-    """Horizontal bars of ``weight_pct`` per ``rater``, the largest on top; the uniform share as a line."""
+def plot_weights(table: pd.DataFrame, title: str = "learned rater weights w* (Meta-rater Table 10 analogue)",
+                 paper: pd.Series | None = None):
+    """Horizontal bars of ``weight_pct`` per ``rater``, the largest on top; the uniform share as a line. With
+    ``paper`` (rater -> the paper's weight in %, NaN where the paper has no such rater), the paper's weights as
+    markers on the same rows."""
     if table.empty:
         return _empty("no weights")
     table = table.sort_values("weight_pct")
     fig, ax = plt.subplots(figsize=(7, 0.3 * len(table) + 1.2), constrained_layout=True)
-    ax.barh(table["rater"], table["weight_pct"], color="tab:red")
+    ax.barh(table["rater"], table["weight_pct"], color="tab:red", label="this run")
     ax.axvline(100.0 / len(table), color="black", linestyle="--", linewidth=1, label="uniform")
+    if paper is not None:
+        from curation.reporting.artefacts import PAPER_GID
+
+        theirs = table["rater"].map(paper)
+        shown = theirs.notna().to_numpy()
+        ax.scatter(theirs[shown], table["rater"][shown], marker="D", color="black", zorder=3, gid=PAPER_GID,
+                   label="paper (of its 25 raters)")
     ax.set_xlabel("weight (%)")
     ax.tick_params(axis="y", labelsize=8)
     ax.legend(fontsize=8)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from curation.reporting import metarater_artefacts, table2, ufw_artefacts
-from curation.reporting.artefacts import ARTEFACTS, Artefact, Histories, Report, Tables
+from curation.reporting.artefacts import ARTEFACTS, Artefact, Histories, Report, Tables, documents_covered
 
 
 def registry() -> dict[str, Artefact]:
@@ -29,4 +29,8 @@ def build_report(name: str, runs: pd.DataFrame, histories: Histories, tables: Ta
         raise ValueError(f"report.experiment={name!r} has no report builder; known: {sorted(known)}")
     if runs.empty:
         raise ValueError(f"no finished runs to report for {name!r}: run `curate -m experiment={name}` first")
-    return known[name].build(runs.reset_index(drop=True), histories, tables)
+    runs = runs.reset_index(drop=True)
+    report = known[name].build(runs, histories, tables)
+    if report.documents is None:  # every report says how many documents it covers (issue #53)
+        report.documents = documents_covered(runs)
+    return report

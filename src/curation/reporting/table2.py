@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from curation.evaluation.tasks import ABILITIES, TASKS
-from curation.reporting.artefacts import Artefact, Histories, Report, Tables
+from curation.reporting.artefacts import PAPER_GID, Artefact, Histories, Report, Tables
 
 log = logging.getLogger(__name__)
 
@@ -237,20 +237,37 @@ def _figures(table: pd.DataFrame, histories: Histories, runs: pd.DataFrame) -> d
     figures: dict[str, Any] = {}
     shown = table[table["corpus"] != "chance"]
     columns = [c for c in (*ABILITIES, "average") if c in table.columns]
-    fig, ax = plt.subplots(figsize=(8, 3.4))
+    # ours on the left, the paper's rows (1.5B dense, 400B tokens) on the right: a corpus and its paper
+    # analogue in the same colour
+    fig, (ax, theirs) = plt.subplots(1, 2, figsize=(13, 3.6), gridspec_kw={"width_ratios": [3, 2]})
+    colour = {corpus: f"C{i}" for i, corpus in enumerate(shown["corpus"])}
     width = 0.8 / max(len(shown), 1)
     x = np.arange(len(columns))
     for i, (_, row) in enumerate(shown.iterrows()):
         ax.bar(x + i * width, [row[c] for c in columns], width, yerr=[row[f"{c}_sd"] for c in columns],
-               capsize=2, label=row["corpus"])
+               capsize=2, label=row["corpus"], color=colour[row["corpus"]])
     chance = table[table["corpus"] == "chance"]
     if not chance.empty:
         for j, c in enumerate(columns):
             ax.hlines(chance.iloc[0][c], j - 0.1, j + 0.9, colors="black", linestyles="dotted", linewidth=1)
     ax.set_xticks(x + width * (len(shown) - 1) / 2, columns)
     ax.set_ylabel("score (%), mean ± sd over seeds")
-    ax.set_title("DATAMASK Table 2 at tiny scale (dotted: chance)", fontsize=9)
+    ax.set_title("this run: DATAMASK Table 2 at tiny scale (dotted: chance)", fontsize=9)
     ax.legend(fontsize=7, ncol=3)
+    ours_of = {ANALOGUE.get(c): c for c in shown["corpus"] if ANALOGUE.get(c)}
+    paper_columns = [c for c in columns if c in PAPER.columns]
+    pwidth = 0.8 / len(PAPER)
+    for i, (_, row) in enumerate(PAPER.iterrows()):
+        mine = ours_of.get(row["corpus"])
+        theirs.bar(np.arange(len(paper_columns)) + i * pwidth, [row[c] for c in paper_columns], pwidth,
+                   label=row["corpus"] + (f" (~ {mine})" if mine else ""),
+                   color=colour.get(mine, "lightgrey"), edgecolor="black", linewidth=0.4)
+    theirs.set_gid(PAPER_GID)
+    theirs.set_xticks(np.arange(len(paper_columns)) + pwidth * (len(PAPER) - 1) / 2, paper_columns)
+    theirs.set_ylim(30, 60)
+    theirs.set_ylabel("accuracy (%)")
+    theirs.set_title("paper: 1.5B dense, 400B tokens per corpus (seeds/000 Table 2)", fontsize=9)
+    theirs.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     figures["table2_abilities"] = fig
 

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from curation.reporting.artefacts import Artefact, Histories, Report, Tables
+from curation.reporting.artefacts import PAPER_GID, Artefact, Histories, Report, Tables
 
 NAME = "ufw_table8_verification_ratio"
 
@@ -62,7 +62,7 @@ def build(runs: pd.DataFrame, histories: Histories, tables: Tables) -> Report:
         notes.append("selection - raw per ratio: " + ", ".join(
             f"r={r.ratio:.2f}: {r.selection_minus_raw:+.2f}" for r in summary.itertuples()) + " points (paper, "
             "UFW-en - FW: +0.23 at 5% rising to +1.09 at 30%).")
-    fig, ax = plt.subplots(figsize=(6.2, 3.6))
+    fig, (ax, theirs) = plt.subplots(1, 2, figsize=(11, 3.6))
     for column in [c for c in summary.columns if c.startswith("avg_")]:
         ax.plot(summary["ratio"], summary[column], marker="o", label=column[4:])
     base = table[table["ratio"].isna()]
@@ -70,8 +70,21 @@ def build(runs: pd.DataFrame, histories: Histories, tables: Tables) -> Report:
         ax.axhline(float(base["average"].iloc[0]), color="black", linestyle="dotted", linewidth=1, label="base model")
     ax.set_xlabel("verification ratio r (candidate share of each annealing batch)")
     ax.set_ylabel("average score (%)")
-    ax.set_title("Ultra-FineWeb Table 8 analogue: annealing average vs ratio", fontsize=9)
+    ax.set_title("this run: annealing average vs ratio (Ultra-FineWeb Table 8 analogue)", fontsize=9)
     ax.legend(fontsize=7)
+    # the paper's rows beside ours: raw ~ FW (FineWeb), selection ~ UFW-en
+    ratios = PAPER["ratio"].str.rstrip("%")
+    annealed = PAPER[ratios != "-"]
+    x = pd.to_numeric(ratios[ratios != "-"]) / 100.0
+    for column in ("FW (FineWeb)", "FE (FineWeb-edu)", "UFW-en"):
+        theirs.plot(x, annealed[column], marker="o", label=column)
+    theirs.axhline(float(PAPER.loc[ratios == "-", "FW (FineWeb)"].iloc[0]), color="black", linestyle="dotted",
+                   linewidth=1, label="base model")
+    theirs.set_gid(PAPER_GID)
+    theirs.set_xlabel("verification ratio r")
+    theirs.set_ylabel("average score (%)")
+    theirs.set_title("paper: 1B model, 10B-token annealing (seeds/002 Table 8)", fontsize=9)
+    theirs.legend(fontsize=7)
     fig.tight_layout()
     shown = table.round(2)
     if len(summary):
