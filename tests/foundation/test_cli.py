@@ -93,17 +93,14 @@ def test_ci_runs_the_readme_test_command():
 
 
 @pytest.mark.slow  # the notebook's kernel, on the session's `curate -m` sweep
-def test_notebook_plots_the_latest_sweep_from_mlflow(ingest_sweep, monkeypatch):
-    import nbformat
-    from nbclient import NotebookClient
+def test_notebook_plots_the_latest_sweep_from_the_store_mlflow_tracking_uri_names(ingest_sweep, monkeypatch):
+    from tests.notebooks import run_notebook
 
-    # The kernel inherits CURATION_PROJECT_ROOT and so reads the sweep's project and store.
-    monkeypatch.setenv("CURATION_PROJECT_ROOT", str(ingest_sweep.project))
-    repo = Path(__file__).resolve().parents[2]
-    notebook = nbformat.read(repo / "notebooks" / "sweep_from_mlflow.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(ingest_sweep.project)}}).execute()
-    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
-    text = "".join(o.get("text", "") for o in outputs)
-    assert "2 jobs" in text and "40.0" in text and "80.0" in text
-    assert any("image/png" in o.get("data", {}) for o in outputs)
+    # The kernel starts in this checkout's notebooks/ (whose own store holds no such sweep) and reads the
+    # sweep's store, named by MLFLOW_TRACKING_URI.
+    text, images = run_notebook("sweep_from_mlflow.ipynb", ingest_sweep.store, monkeypatch)
+    assert f"MLflow store {ingest_sweep.store} (MLFLOW_TRACKING_URI)" in text
+    assert "'sweep ingest path=corpus max_docs=40,80'" in text and "2 jobs" in text
+    # the swept parameter against the jobs' key metric (the documents kept)
+    assert re.search(r"data.max_docs\s+ingest/rows_kept\s+status\n\s*40\s+40\.0\s+FINISHED\n\s*80\s+80\.0", text), text
+    assert images == 1

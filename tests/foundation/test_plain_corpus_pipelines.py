@@ -98,8 +98,12 @@ def _run(root: Path, *overrides: str) -> None:
 
 
 def _runs(root: Path, experiment: str = "curation") -> pd.DataFrame:
+    """The runs, each metric also by its name without the stage (``metrics.train_steps`` beside
+    ``metrics.pretrain/train_steps``)."""
+    from curation.tracking.metric_names import with_flat_columns
+
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns/mlflow.db")
-    return mlflow.search_runs(experiment_names=[experiment], order_by=["start_time ASC"])
+    return with_flat_columns(mlflow.search_runs(experiment_names=[experiment], order_by=["start_time ASC"]))
 
 
 @pytest.fixture

@@ -41,8 +41,12 @@ OVERRIDES = [
 
 
 def _runs(project: Path) -> pd.DataFrame:
+    """The runs, each metric also by its name without the stage (``metrics.proxies_ok`` beside
+    ``metrics.metarater/proxies_ok``)."""
+    from curation.tracking.metric_names import with_flat_columns
+
     mlflow.set_tracking_uri(f"sqlite:///{project}/mlruns/mlflow.db")
-    return mlflow.search_runs(experiment_names=["curation"], order_by=["start_time ASC"])
+    return with_flat_columns(mlflow.search_runs(experiment_names=["curation"], order_by=["start_time ASC"]))
 
 
 def _write_inputs(project: Path, documents: pd.DataFrame, scores: pd.DataFrame) -> None:
@@ -127,7 +131,7 @@ def test_proxy_jobs_then_a_killed_and_resumed_metarater_run(project, documents, 
     n_at_8 = children[children["tags.mlflow.runName"] == "num_proxies metarater@N=12 seed 0"]
     assert n_at_8["tags.curation.metarater.reused"].tolist() == ["True"]  # = the w* comparison run, not retrained
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(main["run_id"], "plots")}
-    assert {"plots/metarater_landscape_plot.png", "plots/metarater_num_proxies_plot.png"} <= artifacts
+    assert {"plots/metarater_loss_landscape.png", "plots/metarater_num_proxies.png"} <= artifacts  # as on disk
 
     # Outputs on disk: w* table, final selection (never a validation document), comparisons, N curve.
     reporting, output = project / "data/08_reporting/default", project / "data/07_model_output/default"

@@ -88,7 +88,7 @@ def test_decide_smoke_on_a_plain_corpus_writes_decisions_and_a_recommendation(pr
     assert len(parents) == 1 and len(children) == len(cells)
     assert {c.data.params["candidate"] for c in children} == {"random", "topk_quality", "datamask"}
     artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id, "tables")}
-    assert "tables/decisions_table.csv" in artifacts
+    assert "tables/decisions.csv" in artifacts  # named as on disk
 
     assert "[decide] cell 6/6" in first.stdout
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import mlflow
 import numpy as np
 import pandas as pd
@@ -19,8 +21,12 @@ FAST = DEFAULT_JOB_250  # the session's default job (tests/conftest.py), shared 
 
 
 def _runs(project) -> pd.DataFrame:
+    """The project's runs, each metric also by its name without the stage (``metrics.kept`` beside
+    ``metrics.pruning/kept``: :func:`curation.tracking.metric_names.with_flat_columns`)."""
+    from curation.tracking.metric_names import with_flat_columns
+
     mlflow.set_tracking_uri(f"sqlite:///{project}/mlruns/mlflow.db")
-    return mlflow.search_runs(experiment_names=["curation"], order_by=["start_time ASC"])
+    return with_flat_columns(mlflow.search_runs(experiment_names=["curation"], order_by=["start_time ASC"]))
 
 
 def _catalog(project):
@@ -30,7 +36,7 @@ def _catalog(project):
     return session.load_context().catalog
 
 
-def test_default_job_then_cached_rerun_and_a_selection_sweep(default_job_250):
+def test_default_job_then_cached_rerun_and_a_selection_sweep(default_job_250, monkeypatch):
     project = default_job_250  # the default job (__default__: all four pipelines) ran there, once per session
     catalog = _catalog(project)
     documents = catalog.load("documents@frame")
@@ -62,11 +68,12 @@ def test_default_job_then_cached_rerun_and_a_selection_sweep(default_job_250):
     assert run["metrics.roc_auc_n_eval"] == len(eval_rows) > 5
     assert run["metrics.roc_auc_quality"] > 0.6  # the full corpus's merged quality: 0.75
     assert run["metrics.embedding_cache_hit"] == 0 and run["metrics.scoring_cache_hit"] == 0
-    history = mlflow.MlflowClient().get_metric_history(run["run_id"], "joint")
+    assert run["metrics.pruning/kept"] == run["metrics.kept"] and run["metrics.selection/selected_size"] == 25
+    history = mlflow.MlflowClient().get_metric_history(run["run_id"], "selection/joint")
     assert len(history) >= 8 and history[-1].step > history[0].step
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run["run_id"], "plots")}
-    assert {"plots/selection_map_plot.png", "plots/rater_correlation_plot.png",
-            "plots/pruning_plot.png"} <= artifacts
+    assert {"plots/selection_map.png", "plots/rater_spearman.png",  # named as on disk
+            "plots/quality_before_after_pruning.png"} <= artifacts
 
     # Same documents and config: embeddings and scores come from the cache.
     run_kedro(compose_config(project / "conf", [*FAST, "pipeline=scoring"]), project_path=project)
@@ -94,3 +101,15 @@ def test_default_job_then_cached_rerun_and_a_selection_sweep(default_job_250):
     for namespace in children["params.run.namespace"]:
         ids = pd.read_parquet(project / "data/07_model_output" / namespace / "selected_ids.parquet")
         assert len(ids) == 25
+    # The sweep ends by printing its parent run, its CSV and one row per job (issue #53).
+    assert "parent run" in done.stdout and "sweep_summary.csv" in done.stdout
+    assert re.search(r"job\s+selection.lam\s+selected_size\s+selected_quality_mean", done.stdout), done.stdout[-3000:]
+
+    # notebooks/sweep_from_mlflow.ipynb, headless, on this store named by MLFLOW_TRACKING_URI (its kernel starts
+    # in the checkout's notebooks/): by default lambda against the selection's metrics (compare_selections.ipynb
+    # runs in tests/reports/test_reports.py)
+    from tests.notebooks import run_notebook
+
+    text, images = run_notebook("sweep_from_mlflow.ipynb", f"sqlite:///{project}/mlruns/mlflow.db", monkeypatch)
+    assert "2 jobs" in text and images == 1
+    assert re.search(r"selection.lam\s+selection/selected_quality_mean", text), text

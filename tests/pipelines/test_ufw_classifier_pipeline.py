@@ -41,7 +41,9 @@ def test_ufw_classifier_runs_alone_on_a_fresh_project_and_logs_pools_and_keep_ra
         run_kedro(compose_config(root / "conf", ["pipeline=ufw_classifier", *MICRO]), project_path=root)
 
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns/mlflow.db")
-    run = mlflow.search_runs(experiment_names=["curation"], order_by=["start_time ASC"]).iloc[-1]
+    from curation.tracking.metric_names import with_flat_columns  # metrics.x beside metrics.<stage>/x
+
+    run = with_flat_columns(mlflow.search_runs(experiment_names=["curation"], order_by=["start_time ASC"])).iloc[-1]
     assert run["status"] == "FINISHED" and run["tags.kedro.pipelines"] == "ufw_classifier"
     for pool in POOLS:  # each pool's verification result
         for key in ("mean_gain", "se", "helps", "positive"):

@@ -102,25 +102,23 @@ def test_sweep_then_report_from_mlflow(default_job_250, monkeypatch):
     mlflow.set_tracking_uri(f"sqlite:///{project}/mlruns/mlflow.db")
     runs = mlflow.search_runs(experiment_names=["fig7_group_size"])
     report_run = runs[runs["tags.kedro.pipelines"] == "reports"].iloc[0]
-    assert report_run["metrics.report_runs"] == 2
+    assert report_run["metrics.reports/report_runs"] == 2
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(report_run["run_id"], "plots/report_plots")}
     assert "plots/report_plots/group_size.png" in artifacts
     # the sweep's jobs selected 10% of a 120-candidate subsample each
     jobs = runs[runs["tags.kedro.pipelines"] == "selection"]
-    assert set(jobs["metrics.candidates"]) == {120.0} and set(jobs["metrics.budget_docs"]) == {12.0}
+    assert set(jobs["metrics.selection/candidates"]) == {120.0} and set(jobs["metrics.selection/budget_docs"]) == {12.0}
 
-    # notebooks/compare_selections.ipynb reads the same sweep from the store (executed so it cannot rot)
-    import nbformat
-    from nbclient import NotebookClient
+    # notebooks/compare_selections.ipynb reads the same sweep from the store (executed so it cannot rot): its
+    # kernel starts in the checkout's notebooks/, the store named by MLFLOW_TRACKING_URI
+    from tests.notebooks import run_notebook
 
-    monkeypatch.setenv("COMPARE_EXPERIMENT", "fig7_group_size")
-    notebook = nbformat.read(REPO / "notebooks" / "compare_selections.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(project)}}).execute()
-    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
-    text = "".join(o.get("text", "") for o in outputs)
-    assert "fig7_group_size: 2 selection runs" in text and "2 trajectories" in text
-    assert "selection.group_size=2" in text and "selection.group_size=8" in text
-    assert sum("image/png" in o.get("data", {}) for o in outputs) == 2
+    text, images = run_notebook("compare_selections.ipynb", f"sqlite:///{project}/mlruns/mlflow.db", monkeypatch,
+                                COMPARE_EXPERIMENT="fig7_group_size")
+    assert "fig7_group_size: 2 selection runs" in text and "2 trajectories" in text and images == 2
+    labels = [line.strip() for line in text.splitlines() if "group_size=" in line and "lam=" in line]
+    assert len(labels) == 2 and all(line.count("group_size=") == 1 for line in labels), text  # each setting once
+    assert "group_size=2" in labels[0] + labels[1] and "group_size=8" in labels[0] + labels[1]
 
 
 def test_log_benchmark_records_files_metrics_and_skipped_nans(project, tmp_path, monkeypatch):

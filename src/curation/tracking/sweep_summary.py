@@ -118,20 +118,24 @@ def print_sweep(parent: Any, children: pd.DataFrame, overrides: Sequence[str], c
     from curation.tracking.summary import relative
     from curation.tracking.ui import run_url, ui_address
 
-    if console is None:
-        console = Console(width=None if sys.stdout.isatty() else 120)
     jobs = _job_order(children) if len(children) else children
     failed = int((jobs["status"] == "FAILED").sum()) if len(jobs) else 0
-    console.print(f"[bold]sweep {status.lower()}[/bold]: {len(jobs)} jobs" + (f", {failed} failed" if failed else ""))
+    table, width = None, 120
     if len(jobs):
         swept = swept_columns(jobs, overrides)
         key = key_metric_columns(jobs)
-        table = Table("job", *(c.removeprefix("params.") for c in swept), *(unstaged(c.removeprefix("metrics."))
-                                                                         for c in key), "status",
-                      box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False, pad_edge=False)
-        for _, job in jobs.iterrows():
-            table.add_row(_cell(job.get("tags.hydra.job.num")), *(_cell(job.get(c)) for c in swept),
-                          *(_cell(job.get(c)) for c in key), str(job.get("status", "")))
+        header = ["job", *(c.removeprefix("params.") for c in swept), *(unstaged(c.removeprefix("metrics."))
+                                                                      for c in key), "status"]
+        rows = [[_cell(job.get("tags.hydra.job.num")), *(_cell(job.get(c)) for c in swept),
+                 *(_cell(job.get(c)) for c in key), str(job.get("status", ""))] for _, job in jobs.iterrows()]
+        table = Table(*header, box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False, pad_edge=False)
+        for row in rows:
+            table.add_row(*row)
+        width = max(width, sum(max(len(c) for c in column) + 2 for column in zip(header, *rows)))
+    if console is None:  # a log file or a pipe: wide enough for the table (headers unwrapped); a terminal its own
+        console = Console(width=None if sys.stdout.isatty() else width)
+    console.print(f"[bold]sweep {status.lower()}[/bold]: {len(jobs)} jobs" + (f", {failed} failed" if failed else ""))
+    if table is not None:
         console.print(table)
     rows = [("parent run", f"{parent.info.run_name}  ({parent.info.run_id})")]
     if csv_path is not None:
