@@ -84,3 +84,29 @@ def test_mlflow_ui_from_the_experiments_list_to_a_compare_view(ingest_sweep, pag
     assert re.search(r"40\s+80|80\s+40", max_docs_row.inner_text()), max_docs_row.inner_text()
     _close_side_panels(page)
     save_screenshot(page, "mlflow_compare_sweep_jobs")
+
+
+@pytest.mark.slow  # `mlflow server` on the session's `curate -m` sweep, and Chromium
+def test_the_printed_run_url_opens_the_run_in_the_model_training_view(ingest_sweep, page, start_server,
+                                                                       save_screenshot):
+    """A new browser (no *Model training* click remembered) follows the URL a job's summary printed: the run's
+    own page opens in the model-training view (breadcrumb *Runs*, not *GenAI > Evaluations*), and its metric
+    charts are grouped by stage (issue #53)."""
+    store = ingest_sweep.store
+    server = start_server([str(BIN / "mlflow"), "server", "--backend-store-uri", store, "--host", "127.0.0.1",
+                           "--port", "{port}", "--workers", "1"], ingest_sweep.project.parent,
+                          "/api/2.0/mlflow/experiments/search", data=json.dumps({"max_results": 10}).encode())
+    printed = re.findall(r"this run\s+(http://127\.0\.0\.1:\d+)(/#/experiments/\d+/runs/\w+\?workflowType=machine_learning)",
+                         ingest_sweep.stdout)
+    assert len(printed) == 2, ingest_sweep.stdout[-3000:]  # one per job
+    base = server.wait_ready()
+    page.goto(base + printed[-1][1], wait_until="domcontentloaded")  # the printed path, on the test server's port
+    page.get_by_text("ingest path=corpus max_docs=80 #1").first.wait_for()
+    page.get_by_text("Model registry", exact=True).first.wait_for()  # the model-training sidebar
+    assert page.get_by_text("Evaluations", exact=True).count() == 0  # where a GenAI browser puts a run
+    assert "workflowType=machine_learning" in page.url
+    page.get_by_text("Model metrics", exact=True).first.click()
+    for stage in ("ingest", "time", "disk"):  # one section of charts per stage
+        page.get_by_text(stage, exact=True).first.wait_for()
+    _close_side_panels(page)
+    save_screenshot(page, "mlflow_printed_run_url")
