@@ -1,6 +1,8 @@
-"""The commands the README and docs/ show still run: every ``curate`` (or ``bash scripts/run.sh``) line of
-their ``bash`` blocks composes and validates (the README's first also through the real ``curate --cfg job``),
-its overrides land in the config, and every pipeline they name is registered."""
+"""The commands the README, REPRODUCING.md and docs/ show still run: every ``curate`` (or ``bash scripts/run.sh``)
+line of their ``bash`` blocks and every ``curate ...`` they quote in prose or tables composes and validates (the
+README's first also through the real ``curate --cfg job``), its overrides land in the config, and every pipeline
+they name is registered. A placeholder (``experiment=<name>``, ``data.path=<corpus>``) stands for a real value
+(:data:`PLACEHOLDERS`); optional parts in brackets (``[run.namespace=<name>]``) are left out."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from functools import lru_cache
 
 from curation.config_loader import compose_config
 
@@ -118,11 +122,70 @@ def test_readme_curate_commands_compose_and_the_first_runs_as_cfg_job(tmp_path):
     check_composed(yaml.safe_load(done.stdout), overrides, command)
 
 
-@pytest.mark.parametrize("page", sorted((REPO / "docs").glob("*.md")), ids=lambda p: p.name)
+# What a placeholder of the docs stands for when its command is composed (a key not named here: not composed)
+PLACEHOLDERS = {"experiment": "fig7_group_size", "pipeline": "ingest", "selection": "datamask",
+                "data.path": "data/01_raw/corpus", "run.namespace": "docs"}
+FENCED = re.compile(r"^```.*?^```", flags=re.M | re.S)
+QUOTED = re.compile(r"`((?:\.venv/bin/)?curate(?: [^`]*)?)`")
+OPTIONAL = re.compile(r"\s\[[^\]]*(?:<|\.\.\.)[^\]]*\]")  # [run.namespace=<name>], [override ...]
+PLACEHOLDER = re.compile(r"(?<!\S)([\w.]+)=(<[^>]*>|\.\.\.)(?!\S)")
+
+
+def quoted_commands(path: Path) -> list[str]:
+    """The ``curate ...`` commands a page quotes in its text and tables (inline code), outside code blocks."""
+    return QUOTED.findall(FENCED.sub("", path.read_text()))
+
+
+def with_placeholders_filled(command: str) -> str | None:
+    """``command`` with its optional bracketed parts dropped and each placeholder value replaced by what it
+    stands for (:data:`PLACEHOLDERS`); None when a placeholder has no stand-in."""
+    command = OPTIONAL.sub("", command)
+    keys = [found.group(1) for found in PLACEHOLDER.finditer(command)]
+    if any(key not in PLACEHOLDERS for key in keys):
+        return None
+    return PLACEHOLDER.sub(lambda found: f"{found.group(1)}={PLACEHOLDERS[found.group(1)]}", command)
+
+
+@lru_cache(maxsize=None)
+def _composed(overrides: tuple[str, ...]) -> dict:
+    return compose_config(REPO / "conf", list(overrides))
+
+
+PAGES = [REPO / "README.md", REPO / "REPRODUCING.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_docs_curate_commands_compose(page):
-    for command in shell_commands(page):
-        overrides = curate_overrides(command)
+    """The page's ``bash`` blocks (the README's: the test above) and every ``curate ...`` it quotes."""
+    commands = ([] if page.name == "README.md" else shell_commands(page)) + quoted_commands(page)
+    for command in commands:
+        filled = with_placeholders_filled(command)
+        overrides = None if filled is None else curate_overrides(filled)
         if overrides is None:
             continue
         overrides = [o for o in overrides if not o.startswith("hydra")]  # launcher settings: not in compose()
-        check_composed(compose_config(REPO / "conf", overrides), overrides, f"{page.name}: {command}")
+        check_composed(_composed(tuple(overrides)), overrides, f"{page.name}: {command}")
+
+
+def test_the_quoted_commands_are_found_and_their_placeholders_filled():
+    reproducing = quoted_commands(REPO / "REPRODUCING.md")
+    assert "curate -m experiment=fig7_group_size" in reproducing and len(reproducing) >= 20
+    assert with_placeholders_filled("curate experiment=decide_ladder [data.path=<corpus>] [run.namespace=<name>]") \
+        == "curate experiment=decide_ladder"
+    assert with_placeholders_filled("curate pipeline=reports experiment=<name>") == \
+        "curate pipeline=reports experiment=fig7_group_size"
+    assert with_placeholders_filled("curate eval.tasks=[piqa,arc_easy] data.path=...") == \
+        "curate eval.tasks=[piqa,arc_easy] data.path=data/01_raw/corpus"
+    assert with_placeholders_filled("curate experiment=table2_tokens data.path=<the corpus as id + text>") == \
+        "curate experiment=table2_tokens data.path=data/01_raw/corpus"
+    assert with_placeholders_filled("curate budget.docs=<n>") is None
+
+
+def test_experiment_headers_give_the_report_command_the_docs_give():
+    """docs/reproducing.md and REPRODUCING.md rebuild a report with ``curate pipeline=reports experiment=<name>``
+    (the experiment's settings too: its MLflow experiment, where the report run is logged); the headers of
+    conf/experiment/*.yaml say the same, not ``report.experiment=<name>``."""
+    assert "curate pipeline=reports experiment=<name>" in (REPO / "docs" / "reproducing.md").read_text().replace(
+        "fig7_group_size", "<name>")
+    headers = {p.name: p.read_text() for p in (REPO / "conf" / "experiment").glob("*.yaml")}
+    assert [name for name, text in headers.items() if "pipeline=reports report.experiment=" in text] == []
