@@ -32,8 +32,9 @@ def _flowchart_labels(page, kind: str, expected: set[str], timeout_s: float = 60
 
 @pytest.mark.slow  # `kedro viz` and Chromium
 def test_kedro_viz_draws_the_pipelines(project, page, start_server, save_screenshot):
-    base = start_server([str(BIN / "kedro"), "viz", "run", "--host", "127.0.0.1", "--port", "{port}",
-                         "--no-browser"], project, "/api/main").wait_ready()
+    server = start_server([str(BIN / "kedro"), "viz", "run", "--host", "127.0.0.1", "--port", "{port}",
+                           "--no-browser"], project, "/api/main")
+    base = server.wait_ready()
 
     # The default job: the nodes of all its pipelines, in one flowchart.
     default_nodes = {node.name for name in DEFAULT_PIPELINES for node in _pipeline(name).nodes}
@@ -50,7 +51,14 @@ def test_kedro_viz_draws_the_pipelines(project, page, start_server, save_screens
     assert _flowchart_labels(page, "task", ingest_nodes) == ingest_nodes
     assert _flowchart_labels(page, "data", ingest_data) == ingest_data
 
-    # A feature tour and a release banner cover the flowchart in a first visit's screenshot.
+    # It opens clean (issue #53): no upgrade banner offline ("Kedro-Viz None is here!": the settings answer
+    # its PyPI check with the installed version) and every parameter of every pipeline found.
+    assert page.locator(".update-reminder-unexpanded").count() == 0
+    assert page.get_by_text("Kedro-Viz None").count() == 0
+    log = server.log_path.read_text()
+    assert "Cannot find parameter" not in log, log[-3000:]
+
+    # A feature tour covers the flowchart in a first visit's screenshot.
     for overlay in (page.locator(".feature-hints__close"), page.get_by_role("button", name="Dismiss")):
         if overlay.count():
             overlay.first.click()
