@@ -1,9 +1,9 @@
 """What the notebooks under ``notebooks/`` read: the MLflow store, its runs, a sweep's jobs.
 
 The store is ``MLFLOW_TRACKING_URI`` when set (MLflow's own variable: a store outside the project, a team
-server), else the project's ``tracking.uri``; the project is the checkout the kernel runs in (Jupyter,
-nbclient and papermill start it in the notebook's folder: ``notebooks/`` of a checkout), else
-``CURATION_PROJECT_ROOT`` (:func:`curation.paths.project_root`). The experiment is ``MLFLOW_EXPERIMENT_NAME``
+server), else the project's ``tracking.uri``; the project (:func:`curation.paths.project_root`) is
+``CURATION_PROJECT_ROOT`` when set, else the checkout the kernel runs in (Jupyter, nbclient and papermill start
+it in the notebook's folder: ``notebooks/`` of a checkout). The experiment is ``MLFLOW_EXPERIMENT_NAME``
 when set, else ``tracking.experiment_name``. Metric columns come as logged (``metrics.selection/...``) and
 without their stage (``metrics.selected_quality_mean``), in stores from before and after issue #53.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -30,16 +31,13 @@ class Store:
         return f"MLflow store {self.uri} ({self.source}), experiment {self.experiment!r}"
 
 
-def open_store(experiment: str | None = None) -> Store:
-    """Point MLflow at the notebook's store (checked, repaired if a migration was cut short); its description."""
+def open_store(tracking: Mapping[str, Any], root: Path, experiment: str | None = None) -> Store:
+    """Point MLflow at the notebook's store (checked, repaired if a migration was cut short); its description.
+    ``tracking``: the project's composed ``tracking`` group (``compose_config(root / "conf")["tracking"]``)."""
     import mlflow
 
-    from curation.config_loader import compose_config
-    from curation.paths import project_root
     from curation.tracking.store import tracking_uri
 
-    root = project_root()
-    tracking = compose_config(root / "conf")["tracking"]
     env_uri = os.environ.get("MLFLOW_TRACKING_URI")
     uri = tracking_uri(env_uri or str(tracking["uri"]), root)
     source = "MLFLOW_TRACKING_URI" if env_uri else f"tracking.uri of {root}"
