@@ -222,7 +222,72 @@ def validate_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     for key, parse in EXTRA_BLOCKS.items():
         if isinstance(cfg.get(key), Mapping):
             typed[key] = parse(cfg[key])
+    check_score_columns(typed, str(cfg.get("pipeline") or "__default__"))
     return typed
+
+
+# The pipelines whose nodes read each block's score column(s) (tests/foundation/test_config_schema_columns.py
+# checks this against the registered pipelines' ``params:`` inputs).
+SCORE_READERS: dict[str, tuple[str, ...]] = {
+    "pruning": ("__default__", "pruning", "decide"),
+    "selection": ("__default__", "selection"),
+    "decide": ("decide",),
+    "table2": ("table2",),
+    "verification": ("verification", "ufw_classifier"),
+}
+
+
+def _score_keys(typed: Mapping[str, Any], block: str) -> list[tuple[str, str]]:
+    """(config key, column) pairs of ``block`` that name a scores column."""
+    from curation.selection.corpus import SELECTION
+
+    value = typed[block]
+    if block == "pruning":
+        return [("pruning.score_column", value.score_column)]
+    if block == "selection":
+        return [("selection.score", value.score)]
+    specs = value if block == "table2" else value.candidates
+    name = "corpora" if block == "table2" else "candidates"
+    return [(f"{block}.{name}.{k}.score", spec.score) for k, spec in specs.items() if spec.method != SELECTION]
+
+
+def check_score_columns(typed: Mapping[str, Any], pipeline: str) -> None:
+    """Every score column a stage of ``pipeline`` will read is one the scoring config writes.
+
+    A decide candidate with a misspelt ``score:`` was found only after ingest, scoring and
+    pruning had run (issue #52); the columns follow from the scoring config alone
+    (:func:`curation.scoring.config.score_columns`), so the check runs at composition.
+    """
+    if "scoring" not in typed:
+        return
+    from curation.scoring.config import score_columns
+
+    names = set(pipeline.split("+"))
+    have = score_columns(typed["scoring"])
+    for block, readers in SCORE_READERS.items():
+        if block not in typed or not names & set(readers):
+            continue
+        merge = typed["scoring"].merge
+        needs = sorted({*merge.components, merge.reference})
+        for key, column in _score_keys(typed, block):
+            if column in have:
+                continue
+            why = (f" ({column} is the merge of {needs}: every one must be in scoring.raters)"
+                   if column == merge.output_column or column.endswith("_0_5") else "")
+            raise ConfigError(key, f"{column!r} is not a column the scoring stage writes with these raters "
+                              f"(scoring.raters={list(typed['scoring'].raters)}){why}: it writes {_listed(have)}. "
+                              "Fix: name one of them, or add the rater that writes it to scoring.raters", column)
+
+
+def _listed(columns: list[str]) -> str:
+    """The columns in a line: RedPajama's signals as one entry (there are 11)."""
+    from curation.scoring.redpajama import SIGNALS
+
+    signals = [c for c in columns if c in SIGNALS]
+    rest = [c for c in columns if c not in SIGNALS]
+    if signals:
+        rest.append(f"the {len(signals)} RedPajama signals ({signals[0]}, ..., {signals[-1]})")
+    return ", ".join(rest)
 
 
 def hydra_node(cls: type) -> type:

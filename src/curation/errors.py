@@ -67,6 +67,25 @@ def _one_line(text: str) -> str:
     return ": ".join(kept)
 
 
+# What Hydra's override grammar takes in an unquoted value besides ASCII letters and digits (OverrideLexer.g4:
+# ID, UNQUOTED_CHAR, WS, and the brackets, commas and colons of lists, dicts and sweeps).
+_UNQUOTED = set("_-/\\+.$%*@?|:~ \t,=[]{}()'\"")
+
+
+def _unquoted_character(override: str) -> str | None:
+    """The cause and the fix when an override's value holds a character Hydra's lexer refuses unquoted
+    (a non-ASCII letter of a path or a name, ``#``, ``&``): Hydra's own message is
+    ``LexerNoViableAltException: <override>`` and a caret, which names neither (issue #52)."""
+    key, sep, value = override.partition("=")
+    bad = [c for c in value if not ((c.isascii() and c.isalnum()) or c in _UNQUOTED)]
+    if not sep or not bad:
+        return None
+    chars = ", ".join(repr(c) for c in dict.fromkeys(bad))
+    quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+    return (f"{override}: Hydra reads a value outside quotes as ASCII letters, digits and _-/+.$%*@?|:~ only, "
+            f"and this one holds {chars}. Fix: quote the value inside the shell's quotes: '{key}=\"{quoted}\"'.")
+
+
 def composition_message(err: BaseException) -> str | None:
     """One line for an override or a config that Hydra cannot compose (an unknown key or group option, a
     value of the wrong type, an override that does not parse), with the fix; None for other errors.
@@ -84,6 +103,9 @@ def composition_message(err: BaseException) -> str | None:
         return (f"{where}. Fix: pick one of the options{': ' + options if options else ''} "
                 f"(the files of that folder under conf/).")
     if isinstance(err, hydra_errors.OverrideParseException):
+        lexer = _unquoted_character(str(getattr(err, "override", "") or ""))
+        if lexer is not None:
+            return lexer
         return (f"{_one_line(str(err))}. Fix: write each override as key=value (a new key as +key=value); quote "
                 f"values with spaces or brackets.")
     if isinstance(err, hydra_errors.ConfigCompositionException):

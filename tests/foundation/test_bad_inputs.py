@@ -292,6 +292,14 @@ CASES = [
          curate("data.path={inp}/good.parquet", "data.engine=ray", "data.ray_address=auto"),
          r"data\.ray_address='auto': no Ray cluster answered there \(ConnectionError: .*\)\. Fix: start one "
          r"\(`ray start --head` on the head node\)", env={"RAY_TMPDIR": "{tmp}", "RAY_ADDRESS": ""}),
+    Case("override_with_a_non_ascii_letter", "curate", curate("run.namespace=ü_ns"),
+         r"run\.namespace=ü_ns: Hydra reads a value outside quotes as ASCII letters, digits and .* this one holds "
+         r"'ü'\. Fix: quote the value inside the shell's quotes: 'run\.namespace=\"ü_ns\"'"),
+    Case("decide_candidate_with_an_unknown_score_column", "curate",
+         curate("data.path={inp}/good.parquet", *DECIDE,
+                "+decide.candidates.bad={{method: topk_quality, pool: raw, score: edu_score, config: {{}}}}"),
+         r"decide\.candidates\.bad\.score='edu_score': 'edu_score' is not a column the scoring stage writes .*"
+         r"Fix: name one of them"),
     Case("namespace_outside_data", "curate", curate("data.path={inp}/good.parquet", "run.namespace=../../escape"),
          r"run\.namespace='\.\./\.\./escape': must be a folder name inside each data layer"),
     # curate: the namespace and the disk
@@ -647,5 +655,5 @@ def test_the_table_covers_every_kind_the_issue_lists():
                  # issue #52
                  "folder_of_every_format", "folder_of_every_format_and_a_csv", "damaged_parquet_shard_of_four",
                  "parquet_text_not_utf8", "struct_extra_in_one_shard_of_two", "disk_fills_while_publishing",
-                 "memory_limit"):
+                 "memory_limit", "override_with_a_non_ascii_letter", "decide_candidate_with_an_unknown_score_column"):
         assert kind in names, kind
