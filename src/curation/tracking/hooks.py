@@ -417,10 +417,10 @@ class MlflowTrackingHook:
             if record is not None and record.disk is not None:
                 for key, value in record.disk.as_metrics().items():
                     client.log_metric(self._run_id, key, value)
-            if self._artifacts:
-                client.set_tag(self._run_id, ARTIFACTS_TAG, json.dumps(self._artifacts, sort_keys=True))
             if record is not None:
                 try:
+                    if self._artifacts:  # where each output's artifact is, for readers (artifact_of)
+                        client.set_tag(self._run_id, ARTIFACTS_TAG, json.dumps(self._artifacts, sort_keys=True))
                     client.set_tag(self._run_id, NOTE_TAG, to_markdown(record))
                 except Exception as exc:  # the description is a convenience, the run is what matters
                     log.warning("could not store the run summary in MLflow: %s", exc)
