@@ -124,6 +124,9 @@ def _make_issue52_inputs(folder: Path, docs: pd.DataFrame) -> None:
         return "".join(json.dumps({"id": r.id, "text": r.text}) + "\n" for r in frame.itertuples()).encode()
 
     parts = [docs.iloc[12 + 6 * i:18 + 6 * i][["id", "text"]].reset_index(drop=True) for i in range(7)]
+    (folder / "dangling").mkdir()  # a link whose target was moved away
+    parts[0].to_parquet(folder / "dangling" / "a.parquet")
+    (folder / "dangling" / "b.parquet").symlink_to(folder / "moved-away.parquet")
     for name in ("formats", "formats_csv"):
         (folder / name / "sub").mkdir(parents=True)
         parts[0].to_parquet(folder / name / "a.parquet")
@@ -295,6 +298,9 @@ CASES = [
     Case("override_with_a_non_ascii_letter", "curate", curate("run.namespace=ü_ns"),
          r"run\.namespace=ü_ns: Hydra reads a value outside quotes as ASCII letters, digits and .* this one holds "
          r"'ü'\. Fix: quote the value inside the shell's quotes: 'run\.namespace=\"ü_ns\"'"),
+    Case("dangling_symlink_in_a_folder", "curate", curate("data.path={inp}/dangling"),
+         r"b\.parquet: is a symbolic link to \S+moved-away\.parquet, which does not exist\. Fix: restore the file "
+         r"it points to"),
     Case("decide_candidate_with_an_unknown_score_column", "curate",
          curate("data.path={inp}/good.parquet", *DECIDE,
                 "+decide.candidates.bad={{method: topk_quality, pool: raw, score: edu_score, config: {{}}}}"),
@@ -655,5 +661,5 @@ def test_the_table_covers_every_kind_the_issue_lists():
                  # issue #52
                  "folder_of_every_format", "folder_of_every_format_and_a_csv", "damaged_parquet_shard_of_four",
                  "parquet_text_not_utf8", "struct_extra_in_one_shard_of_two", "disk_fills_while_publishing",
-                 "memory_limit", "override_with_a_non_ascii_letter", "decide_candidate_with_an_unknown_score_column"):
+                 "memory_limit", "override_with_a_non_ascii_letter", "dangling_symlink_in_a_folder", "decide_candidate_with_an_unknown_score_column"):
         assert kind in names, kind

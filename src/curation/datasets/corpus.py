@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob as _glob
 import logging
+import os
 from functools import partial
 from pathlib import PurePosixPath
 from typing import Any
@@ -107,9 +108,14 @@ def _load_checked(load, name: str, fmt: str):
         raise _read_error(name, fmt, err) from err
 
 
-def _read_error(name: str, fmt: str, err: BaseException) -> UserError:
+def _read_error(name: str, fmt: str, err: BaseException, path: str | None = None) -> UserError:
     if out_of_memory(err):  # a parser that turned the MemoryError into its own error (pandas' JSON reader)
         return CorpusMemoryError(memory_message(name, err))
+    if path is not None and isinstance(err, FileNotFoundError) and os.path.islink(path):
+        # a link whose target is gone was called "an interrupted copy or download" (issue #52)
+        return CorpusReadError(
+            f"{name}: is a symbolic link to {os.readlink(path)}, which does not exist. Fix: restore the file it "
+            f"points to (a moved or unmounted folder?), or remove the link from data.path.")
     return CorpusReadError(
         f"{name}: cannot be read as {fmt} ({_first_line(err)}). Fix: replace the file with a complete "
         f"copy (an interrupted copy or download leaves it cut short or damaged), remove it from data.path, "
@@ -293,7 +299,7 @@ class CorpusShardsDataset(PartitionedDataset):
             except UserError:
                 raise
             except Exception as err:
-                raise _read_error(name, fmt, err) from err
+                raise _read_error(name, fmt, err, path if self._protocol == "file" else None) from err
             for suffix, dataset, where in pieces:
                 shards[name + suffix] = partial(_load_checked, dataset.load, name + where, fmt)
         return shards
