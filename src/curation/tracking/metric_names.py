@@ -62,10 +62,10 @@ def with_flat_columns(frame):
         added[flat] = frame[column] if current is None else current.combine_first(frame[column])
     if not added:
         return frame
-    frame = frame.copy()
-    for column, values in added.items():
-        frame[column] = values
-    return frame
+    import pandas as pd
+
+    kept = frame.drop(columns=[c for c in added if c in frame.columns])
+    return pd.concat([kept, pd.DataFrame(added, index=frame.index)], axis=1)  # at once: no fragmented frame
 
 
 def history_key(key: str, names: Iterable[str]) -> str:
