@@ -16,6 +16,7 @@ import pandas as pd
 
 from curation.tracking.metric_names import PIPELINE_SECONDS, unstaged
 from curation.tracking.naming import swept_keys
+from curation.tracking.summary import DIVERSITY_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,11 @@ def key_metric_columns(children: pd.DataFrame) -> list[str]:
     """The columns of :data:`KEY_METRICS` the jobs logged (by their names without a stage in runs from before
     issue #53), at most :data:`MAX_KEY_METRICS` with the run's seconds last."""
     present = []
+    measures = set(children["params.selection.diversity"].dropna()) if "params.selection.diversity" in children else set()
+    others = {f"selection/selected_{key}" for name, (key, _) in DIVERSITY_KEYS.items() if name not in measures}
     for metric in KEY_METRICS:
+        if measures and metric in others:
+            continue  # the diversity the jobs did not optimise
         for column in (f"metrics.{metric}", f"metrics.{unstaged(metric)}"):
             if column in children and children[column].notna().any():
                 present.append(column)
@@ -131,7 +136,7 @@ def print_sweep(parent: Any, children: pd.DataFrame, overrides: Sequence[str], c
         table = Table(*header, box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False, pad_edge=False)
         for row in rows:
             table.add_row(*row)
-        width = max(width, sum(max(len(c) for c in column) + 2 for column in zip(header, *rows)))
+        width = max(width, sum(max(len(c) for c in column) + 3 for column in zip(header, *rows)) + 2)
     if console is None:  # a log file or a pipe: wide enough for the table (headers unwrapped); a terminal its own
         console = Console(width=None if sys.stdout.isatty() else width)
     console.print(f"[bold]sweep {status.lower()}[/bold]: {len(jobs)} jobs" + (f", {failed} failed" if failed else ""))
