@@ -183,24 +183,39 @@ def test_the_roc_auc_line_says_whose_labels_it_is_on():
 
 def test_the_printed_ui_port_is_one_the_ui_can_use(monkeypatch):
     """``mlflow ui`` listens on MLFLOW_PORT (default 5000): the summary prints that port when it is free, the
-    next free one when something else holds it, and no command when an MLflow UI of this store answers there."""
-    import socket
+    next free one when something else holds it, and no command when an MLflow UI of this store answers there
+    (it knows the run: ``/api/2.0/mlflow/runs/get``)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
 
     from curation.tracking import ui
 
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        busy = held.getsockname()[1]
+    class FakeMlflow(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 -- http.server's name
+            run_id = self.path.partition("run_id=")[2]
+            known = run_id == "a" * 32
+            self.send_response(200 if known else 404)
+            self.end_headers()
+            self.wfile.write(json.dumps({"run": {"info": {"run_id": run_id}}} if known else {}).encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), FakeMlflow)
+    busy = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
         monkeypatch.setenv("MLFLOW_PORT", str(busy))
-        address = ui.ui_address("sqlite:////tmp/x/mlflow.db", "0" * 32)
-        port = int(address.command.rsplit(" ", 1)[1])
-        assert port > busy and address.base == f"http://127.0.0.1:{port}" and not address.serving
-        monkeypatch.setattr(ui, "_serves_run", lambda host, port, run_id: True)
-        serving = ui.ui_address("sqlite:////tmp/x/mlflow.db", "0" * 32)
+        serving = ui.ui_address("sqlite:////tmp/x/mlflow.db", "a" * 32)  # a UI of this store: no command
         assert serving.command is None and serving.serving and serving.base == f"http://127.0.0.1:{busy}"
-    monkeypatch.setenv("MLFLOW_PORT", str(busy))  # free again
-    assert ui.ui_address("sqlite:////tmp/x/mlflow.db").command.endswith(f"--port {busy}")
+        other = ui.ui_address("sqlite:////tmp/x/mlflow.db", "b" * 32)  # another store's UI holds the port
+        port = int(other.command.rsplit(" ", 1)[1])
+        assert port > busy and other.base == f"http://127.0.0.1:{port}" and not other.serving
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ui.ui_address("sqlite:////tmp/x/mlflow.db").command.endswith(f"--port {busy}")  # free again
     assert ui.ui_address("http://mlflow.internal:5000/").base == "http://mlflow.internal:5000"
     assert ui.run_url("http://h:1", "3", "abc") == "http://h:1/#/experiments/3/runs/abc?workflowType=machine_learning"
 

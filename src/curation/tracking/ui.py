@@ -64,7 +64,8 @@ def _serves_run(host: str, port: int, run_id: str | None) -> bool:
         return False
     url = f"http://{host}:{port}/api/2.0/mlflow/runs/get?run_id={run_id}"
     try:
-        with urllib.request.urlopen(url, timeout=2 * _PROBE_S) as answer:  # noqa: S310 -- this machine only
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # this machine: never a proxy
+        with opener.open(url, timeout=2 * _PROBE_S) as answer:  # noqa: S310 -- http://127.0.0.1 or MLFLOW_HOST
             return json.loads(answer.read().decode()).get("run", {}).get("info", {}).get("run_id") == run_id
     except Exception:  # noqa: BLE001 -- not an MLflow server, another store, slow: not this store's UI
         return False
