@@ -393,6 +393,20 @@ def _pool_map(job: Callable[[Any], Any], tasks: Sequence[Any], names: Sequence[s
                         raise
                     del in_flight[future]
                     done(i, result)
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM (curation.tracking.interrupts raises Terminated, a KeyboardInterrupt): the user asked
+            # the run to end, so the tasks running are stopped, not waited for (issue #52: a SIGTERM took as long
+            # as the cells in flight to end the run). What they finished is kept; a task is only marked complete
+            # (a shard's completion file, a cell's cache entry) once it has finished, so a re-run redoes these.
+            processes = [p for p in list((getattr(pool, "_processes", None) or {}).values()) if p.is_alive()]
+            for process in processes:
+                process.terminate()
+            for process in processes:  # Lightning's SIGTERM handler in a worker lets the step end: a bound, then kill
+                process.join(5)
+                if process.is_alive():
+                    process.kill()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
         except BaseException:
             # the tasks already running finish (a shard is marked complete, a cell cached); none is started
             # after an error
