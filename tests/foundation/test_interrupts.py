@@ -72,13 +72,21 @@ def test_an_interrupted_run_says_one_line_exits_128_plus_the_signal_and_is_recor
 
 def test_the_next_run_closes_the_mlflow_run_of_a_killed_one(project):
     done, runs = _start_and_signal(project, signal.SIGKILL, "orphan")
+    killed_by = time.time()
     assert done.returncode == -signal.SIGKILL and [s for _, s in runs] == ["RUNNING"]
+    time.sleep(3)  # the next run takes over later: its start is not the killed run's end (issue #52)
     again = subprocess.run([str(BIN / "curate"), "pipeline=ingest", f"data.path={CORPUS_DIR}", "data.max_docs=20",
                             "run.namespace=orphan"], cwd=project, env=_env(project), capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     statuses = dict(_runs(project))
     assert statuses[runs[0][0]] == "KILLED" and sorted(statuses.values()) == ["FINISHED", "KILLED"]
+    with sqlite3.connect(project / "mlruns" / "mlflow.db") as con:
+        start, end = con.execute("select start_time, end_time from runs where run_uuid = ?", (runs[0][0],)).fetchone()
+        tag = con.execute("select value from tags where run_uuid = ? and key = 'curation.end_time'",
+                          (runs[0][0],)).fetchone()
+    assert start <= end <= killed_by * 1000, (start, end, killed_by)  # its last sign of life, not the next run's start
+    assert tag and tag[0].startswith("estimated")
 
 
 def test_a_sweep_whose_job_fails_closes_its_parent_run_failed(project):

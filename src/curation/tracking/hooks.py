@@ -139,6 +139,34 @@ def run_record_path(root: Path, namespace: str) -> Path:
     return lock_path(root, namespace).with_suffix(".run")
 
 
+MAX_FILES_LOOKED_AT = 50_000  # the namespace's files read for their modification time; more: the newest found so far
+
+
+def last_sign_of_life(run: Any, root: Path, namespace: str) -> int:
+    """When a run killed without a word (SIGKILL, power loss) was last alive, in ms: its newest metric's
+    timestamp or the newest file of its namespace (under every data layer, staging included), whichever is
+    later, and never before its start. Closing it "now" recorded the moment the next run took over as its
+    end, hours late after a night (issue #52)."""
+    times = [int(run.info.start_time or 0)]
+    times += [int(m.timestamp) for m in getattr(run.data, "_metric_objs", []) if m.timestamp]
+    data = Path(root) / "data"
+    seen = 0
+    folders = [f for layer in sorted(data.glob("0*_*")) for f in (layer / namespace, layer / ".staging" / namespace)]
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for dirpath, _, files in os.walk(folder):
+            for name in files:
+                seen += 1
+                if seen > MAX_FILES_LOOKED_AT:
+                    return max(times)
+                try:
+                    times.append(int(os.stat(os.path.join(dirpath, name)).st_mtime * 1000))
+                except OSError:
+                    continue
+    return max(times)
+
+
 def close_orphan_run(root: Path, namespace: str) -> str | None:
     """A run of ``namespace`` that was killed (SIGKILL, power loss) left its MLflow run RUNNING and its record
     beside the lock; the next run, holding the lock now, closes that run as KILLED. The run id, or None."""
@@ -155,9 +183,13 @@ def close_orphan_run(root: Path, namespace: str) -> str | None:
         client = mlflow.MlflowClient(tracking_uri=record["tracking_uri"])
         run = client.get_run(record["run_id"])
         if run.info.status == "RUNNING":
-            client.set_terminated(record["run_id"], status="KILLED")
+            end = last_sign_of_life(run, root, namespace)
+            client.set_terminated(record["run_id"], status="KILLED", end_time=end)
+            client.set_tag(record["run_id"], "curation.end_time", "estimated: the last metric or file the killed "
+                           "run wrote")
             log.warning("MLflow run %s of an earlier run of namespace %r (pid %s) was left RUNNING when that run was "
-                        "killed: recorded KILLED", record["run_id"], namespace, record.get("pid"))
+                        "killed: recorded KILLED, ended at its last sign of life (%s UTC)", record["run_id"], namespace,
+                        record.get("pid"), time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(end / 1000)))
             return str(record["run_id"])
     except Exception as exc:  # the orphan's store may be gone: say so, do not fail this run
         log.warning("could not close the MLflow run recorded in %s: %s", path, exc)
