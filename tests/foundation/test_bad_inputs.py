@@ -349,7 +349,7 @@ CASES = [
     # issue #52: every file of a folder read, or a refusal naming what would be left out; damaged shards, invalid
     # UTF-8, full disks, memory limits and a struct column end counted or in one line with the file and the fix
     Case("folder_of_every_format", "curate", curate("data.path={inp}/formats"), r"kept +42 ", exit=0,
-         summary=r"read +42 rows from 7 of 7 shards"),
+         summary=r"read +42 rows from 7 of 7 files"),
     Case("folder_of_every_format_and_a_csv", "curate", curate("data.path={inp}/formats_csv"),
          r"formats_csv: 1 of its 8 files is in no format the corpus reader knows and would be left out: table\.csv\. "
          r"Fix: convert them to parquet or JSON Lines, move them out of data\.path, or point data\.path at a glob"),
@@ -358,7 +358,7 @@ CASES = [
     Case("parquet_text_not_utf8", "curate", curate("data.path={inp}/latin.parquet"), r"invalid_utf8", exit=0,
          drops={"invalid_utf8": 2}, source_file="latin.parquet"),
     Case("struct_extra_in_one_shard_of_two", "curate", curate("data.path={inp}/struct"), r"kept +40 ", exit=0,
-         summary=r"read +40 rows from 2 of 2 shards"),
+         summary=r"read +40 rows from 2 of 2 files"),
     Case("disk_fills_while_publishing", "curate", curate("data.path={inp}/big.parquet"),
          r"the disk is full while writing \S+/documents \(No space left on device\)\. Fix: free space",
          setup="full_namespace"),

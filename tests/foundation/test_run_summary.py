@@ -54,7 +54,7 @@ def test_curate_prints_a_summary_and_names_the_run(project):
     assert (rejected / "manifest.json").is_file()  # a sharded dataset: a folder with its manifest
     # the first shard is read whole and its 10 near-duplicates of the bundled corpus are dropped (docs/data.md),
     # as duplicate ids are: read 50, kept the first 40
-    for text in ("curation: ingest finished", "read", "50 rows from 1 of 4 shards", "kept", "40 (80.0%)",
+    for text in ("curation: ingest finished", "read", "50 rows from 1 of 4 files", "kept", "40 (80.0%)",
                  "near_duplicate 10",
                  "data/02_intermediate/default/rejected_documents", run.info.run_id,
                  f"mlflow ui --backend-store-uri sqlite:///{project}/mlruns/mlflow.db --port {port}",
@@ -65,7 +65,7 @@ def test_curate_prints_a_summary_and_names_the_run(project):
         assert "@shards  data/" not in out  # outputs named as users know them (documents, not documents@shards)
     # ... and the same summary is the run's description in MLflow.
     note = run.data.tags[NOTE_TAG]
-    assert "#### ingest" in note and "- read: 50 rows from 1 of 4 shards" in note and "rejected_documents" in note
+    assert "#### ingest" in note and "- read: 50 rows from 1 of 4 files" in note and "rejected_documents" in note
 
     # The corpus is a dataset input of the run: name, content digest and row count.
     (dataset_input,) = run.inputs.dataset_inputs

@@ -357,6 +357,10 @@ def ingest_shards(
         metrics.update({k: int(v) for k, v in total.items() if k.startswith(("contaminated_", "flagged_", "minhash_"))})
         metrics.update(lsh_counts)
     metrics.update({"shards_read": used, "shards_total": len(tasks)})
+    # a file larger than data.piece_mb is read as several shards (pieces): the summary counts files, which is what
+    # a user has in data.path (issue #52: "7 of 7 shards" for 4 files)
+    metrics.update({"files_read": len(dict.fromkeys(source_file(t.name) for t in tasks[:used])),
+                    "files_total": len(dict.fromkeys(source_file(t.name) for t in tasks))})
     _check_counts(documents, metrics)
     return IngestResult(ShardedDataset(work / "documents"), ShardedDataset(work / "rejected"), metrics)
 

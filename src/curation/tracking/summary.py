@@ -152,11 +152,17 @@ def _ingest(m: dict[str, float], stats: dict[str, float]) -> Section:
     read, kept = m.get("rows_read", 0), m.get("rows_kept", 0)
     shards = (f" from {_num(m['shards_read'])} of {_num(m['shards_total'])} shards"
               if "shards_read" in m and "shards_total" in m else "")
+    if "files_read" in m and "files_total" in m:  # a file larger than data.piece_mb is read as several pieces
+        pieces = (f" ({_num(m['shards_total'])} pieces)" if m.get("shards_total", 0) != m["files_total"] else "")
+        shards = f" from {_num(m['files_read'])} of {_num(m['files_total'])} files{pieces}"
     section.rows.append(("read", f"{_num(read)} rows{shards}"))
     section.rows.append(("kept", _share(kept, read)))
     reasons = {k[len("dropped_"):]: v for k, v in m.items() if k.startswith("dropped_") and v}
     dropped = ", ".join(f"{reason} {_num(n)}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
     section.rows.append(("dropped", f"{_num(m.get('rows_dropped', 0))}" + (f" ({dropped})" if dropped else "")))
+    if m.get("extra_unreadable"):  # kept, but their category is null
+        section.rows.append(("extra", f"{_num(m['extra_unreadable'])} values of the extra column are not a JSON object: "
+                                      "kept, their category null"))
     outside = m.get("outside_language", 0)
     if outside:
         # the raters were built on English: their scores on other languages are numbers without meaning
@@ -249,6 +255,12 @@ def _decide(run: dict[str, float], report: dict[str, float], record: RunRecord) 
     section.rows.append(("cells", f"{_num(run.get('decide_cells'))} ({_num(run.get('decide_candidates'))} candidates x "
                                   f"{_num(run.get('decide_scales', run.get('decide_sizes')))} scales x seeds) in "
                                   f"{_num(run.get('decide_seconds'), 1)} s"))
+    if "decide_cell_train_seconds" in run:
+        cached = run.get("decide_cells_from_cache", 0)
+        section.rows.append(("compute", f"{_num(run['decide_cell_train_seconds'], 1)} s training + "
+                                        f"{_num(run.get('decide_cell_eval_seconds'), 1)} s evaluation in the cells"
+                             + (f"; {_num(cached)} of them from the cache of an earlier run (their seconds counted "
+                                "here, not in the time above)" if cached else "")))
     section.rows.append(("budget", f"{_num(run.get('decide_budget_tokens'))} reference tokens per candidate; "
                                    f"at most {_num(run.get('decide_max_epochs'))} epochs of any candidate"))
     if report:
@@ -265,8 +277,21 @@ def _decide(run: dict[str, float], report: dict[str, float], record: RunRecord) 
             line = next((x for x in text if x.startswith(start)), "")
             if line:
                 section.rows.append((label, line.replace("**", "").replace("`", "")))
-        section.rows.append(("written", f"{Path(path).parent}/: recommendation.md, decisions.csv (mean_diff, se, p, "
-                                        "se_seed, se_item, p_holm, decided), snr.csv, tasks.csv, decisions.png, ladder.png, item_vs_seed.csv"))
+        # what is there (a failed run listed recommendation.md it never wrote, issue #52)
+        described = {"decisions.csv": "decisions.csv (mean_diff, se, p, se_seed, se_item, p_holm, decided)"}
+        names = [described.get(n, n) for n in ("recommendation.md", "decisions.csv", "snr.csv", "tasks.csv",
+                                                "decisions.png", "ladder.png", "size_agreement.csv", "item_vs_seed.csv")
+                 if (file.parent / n).is_file()]
+        if names:
+            section.rows.append(("written", f"{Path(path).parent}/: {', '.join(names)}"))
+    cells = record.outputs.get("decide_cells_table")
+    if cells:
+        from curation.paths import project_root
+
+        on_disk = Path(cells) if Path(cells).is_absolute() else project_root() / cells
+        if on_disk.is_file():  # every cell's metrics, seconds and provenance (issue #53: the summary did not say where)
+            section.rows.append(("cells CSV", f"{cells} (one row per candidate, scale and seed: metrics, train_seconds, "
+                                          "eval_seconds)"))
     return section
 
 
@@ -340,11 +365,28 @@ def build_sections(record: RunRecord) -> list[Section]:
             sections.append(_other(name, values))
     if record.disk is not None:
         sections.append(_disk(record.disk))
-    if record.outputs:
-        sections.append(Section("outputs", [(name, path) for name, path in record.outputs.items()]))
+    outputs = record.outputs if record.status == "FINISHED" else _written(record.outputs)
+    if outputs:
+        sections.append(Section("outputs", [(name, path) for name, path in outputs.items()]))
     if record.run_id:
         sections.append(Section("MLflow", _mlflow_rows(record)))
     return sections
+
+
+def _written(outputs: Mapping[str, str]) -> dict[str, str]:
+    """The outputs of a run that did not finish that are on disk: a failed run listed the files it would have
+    written (issue #52)."""
+    from curation.paths import project_root
+
+    root = project_root()
+    kept = {}
+    for name, path in outputs.items():
+        if name == "figures":
+            continue  # a list of names, not a path
+        on_disk = Path(path) if Path(path).is_absolute() else root / path
+        if on_disk.exists():
+            kept[name] = path
+    return kept
 
 
 def _title(record: RunRecord) -> str:
