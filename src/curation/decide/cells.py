@@ -19,7 +19,7 @@ import logging
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -347,8 +347,10 @@ def run_cells(frames: Frames, candidates: Mapping[str, Any], sizes: list[str], s
             on_cell(labels[i], params[i], row)
         done[0] += 1
         if on_progress is not None:
+            remaining = [(rows[j]["size"], int(rows[j]["rung_tokens"])) for j in range(total) if out[j] is None]
             on_progress(done[0], total, shown[i] + ": " + ", ".join(
-                f"{m} {row[m]:.4g}" for m in ("mc_correct_prob_per_char", "ref_bits_per_byte") if m in row))
+                f"{m} {row[m]:.4g}" for m in ("mc_correct_prob_per_char", "ref_bits_per_byte") if m in row),
+                row=row, remaining=remaining)
 
     # Cells that would train the same model (two candidates that picked the same tokens) must not train it at
     # once in one cache folder: the first of each key in the sequential order runs in the first wave, the
@@ -374,17 +376,51 @@ def run_cells(frames: Frames, candidates: Mapping[str, Any], sizes: list[str], s
     return pd.DataFrame(out), items
 
 
-def progress_printer(started: Optional[float] = None) -> Callable[[int, int, str], None]:
-    """``[decide] cell k/n: <what> (elapsed, ~left)`` on stdout and in the log, after each cell."""
+def progress_printer(started: Optional[float] = None) -> Callable[..., None]:
+    """``[decide] cell k/n: <what> (elapsed, ~left)`` on stdout and in the log, after each cell.
+
+    The time left is each remaining cell's own cost: its training tokens at its size's measured seconds per
+    token, plus its size's evaluation seconds. Cells cost 4x more per rung, so the old uniform rate (elapsed / cells done) read
+    the cheap first rung and then jumped (issue #53: 4,725 s left, then 9,682 s). What the wall clock has spent
+    beyond those costs is a cost per cell (one cell at a time); less than them, cells running at once (a factor).
+    Cache hits cost nothing."""
     t0 = time.perf_counter() if started is None else started
     first: list[float] = []
+    per_token: dict[str, list[float]] = {}  # size -> seconds per training token of cells that trained
+    evals: dict[str, list[float]] = {}  # size -> evaluation seconds of cells that evaluated
+    predicted_done = [0.0]  # the model's cost of the cells finished after the first
 
-    def show(done: int, total: int, what: str) -> None:
+    def cost(size: str, tokens: int) -> Optional[float]:
+        if size not in per_token:
+            return None
+        return float(np.median(per_token[size])) * tokens + (float(np.median(evals[size])) if evals.get(size) else 0.0)
+
+    def show(done: int, total: int, what: str, row: Optional[Mapping[str, Any]] = None,
+             remaining: Optional[Sequence[tuple[str, int]]] = None) -> None:
         now = time.perf_counter()
         first.append(now)
+        if row is not None:
+            size = str(row.get("size"))
+            tokens = row.get("rung_tokens") or row.get("train_tokens")
+            if not row.get("pretrain_cache_hit") and tokens and row.get("train_seconds"):
+                per_token.setdefault(size, []).append(float(row["train_seconds"]) / float(tokens))
+            if not row.get("eval_cache_hit") and row.get("eval_seconds"):
+                evals.setdefault(size, []).append(float(row["eval_seconds"]))
+            if done > 1 and not row.get("pretrain_cache_hit"):
+                own = cost(size, int(row.get("rung_tokens") or row.get("train_tokens") or 0))
+                predicted_done[0] += own or 0.0
         # the rate from the first finished cell on (the first cell also carries the corpus picks)
         rate = (now - first[0]) / (done - 1) if done > 1 else now - t0
         eta = rate * (total - done)
+        costs = [cost(size, tokens) for size, tokens in (remaining or [])]
+        if remaining is not None and all(c is not None for c in costs):
+            eta = float(sum(costs))
+            if done > 1 and predicted_done[0] > 0:
+                elapsed = now - first[0]
+                if elapsed >= predicted_done[0]:  # one cell at a time: a cost per cell besides training and evaluation
+                    eta += (elapsed - predicted_done[0]) / (done - 1) * len(costs)
+                else:  # cells at once: the wall clock runs slower than their summed costs
+                    eta *= elapsed / predicted_done[0]
         log.info("decide: cell %d/%d done (%s); %.0f s so far, ~%.0f s left", done, total, what, now - t0, eta)
         print(f"[decide] cell {done}/{total}: {what} ({now - t0:.0f} s, ~{eta:.0f} s left)", flush=True)
 

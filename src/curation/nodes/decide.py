@@ -66,6 +66,12 @@ def run_decide_cells(
                "decide_budget_tokens": float(cells["budget_tokens"].iloc[0]) if "budget_tokens" in cells else np.nan,
                "decide_scales": float(cells["scale"].nunique()), "decide_rounds": float(stop.rounds),
                "decide_max_seeds_reached": float(max(stop.seeds.values())), **fits}
+    # what the cells cost wherever they were made: a resumed run's decide_seconds counts only its own part, the
+    # cells taken from the cache of an earlier run carry the seconds they took then (issue #53)
+    for column, name in (("train_seconds", "decide_cell_train_seconds"), ("eval_seconds", "decide_cell_eval_seconds"),
+                         ("pretrain_cache_hit", "decide_cells_from_cache")):
+        if column in cells:
+            metrics[name] = float(pd.to_numeric(cells[column], errors="coerce").fillna(0).sum())
     return cells[keep], items_frame(items), metrics
 
 

@@ -9,6 +9,7 @@ otherwise the text names the group that cannot be separated, or says there is no
 
 from __future__ import annotations
 
+from pathlib import Path, PurePath
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -27,6 +28,16 @@ MEANING = {
                          "model predicts that text, not how it chooses between answers",
 }
 
+
+
+def _shown_path(path: str) -> str:
+    """``path`` relative to the project when it lies inside it, else as given."""
+    from curation.paths import project_root
+
+    try:
+        return str(Path(path).resolve().relative_to(project_root().resolve()))
+    except (ValueError, OSError):
+        return path
 
 def _fmt(x: float) -> str:
     return f"{x:.4g}" if np.isfinite(x) else "n/a"
@@ -63,7 +74,12 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
     rows = part[part["metric"] == headline]
     col = "scale" if "scale" in cells.columns else "size"
     at = cells[cells[col].astype(str) == str(scale)]
-    lines = [f"# Which selection trains the better model{' on ' + corpus if corpus else ''}?", ""]
+    # the corpus's name in the title, its path (inside the project: relative) on a line of its own: a title that
+    # spelt out /home/<user>/... read badly and said where a user keeps their data (issue #53)
+    name = PurePath(corpus.rstrip("/")).name if corpus else ""
+    lines = [f"# Which selection trains the better model{' on ' + name if name else ''}?", ""]
+    if corpus:
+        lines += [f"Corpus: `{_shown_path(corpus)}`.", ""]
     family_all = "family" in part and (part["family"] == "all").any()
     n_family = int(len(part)) if family_all else int(len(rows))
 
