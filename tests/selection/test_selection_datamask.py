@@ -437,15 +437,18 @@ def test_health_message_says_what_collapsed_and_what_to_do():
 
     info = {"premature": 1.0, "collapse_step": 40.0, "final_entropy": 0.123456, "logit_max": 7.5, "logit_min": -2.25,
             "below_topk": 1.0, "returned_shortfall": 0.0234}
-    tail = ("selection.final=topk returns the top-S of the learned logits; a lower selection.lr{lr} keeps the policy "
-            "from collapsing (docs/selection.md, 'When the policy collapses').")
+    where = " (docs/selection.md, 'When the policy collapses')."
+    mask = ("for the mask, selection.final=topk returns the best top-S of the learned logits (the higher objective; "
+            "the default samples it, as Algorithm 1 does)")
+    lower = "for the collapse, a lower selection.lr{lr} keeps the policy learning"
     collapse = ("the DataMask policy collapsed at step 40: the entropy of softmax(L) fell below 0.5 nats in the first "
                 "half of the run (now 0.123; the logits span 9.8 nats), so learning stopped early")
     short = "the returned (sampled) mask's objective is 2.3% below the best top-S mask of the learned logits (warn above 1%)"
-    assert health_message(info, DataMaskConfig(lr=2.5)) == f"{collapse}; {short}. " + tail.format(lr=" (now 2.5)")
-    assert health_message({"below_topk": 1.0, "returned_shortfall": 0.0234}) == f"{short}. " + tail.format(lr="")
+    assert health_message(info, DataMaskConfig(lr=2.5)) == (
+        f"{collapse}; {short}. Fix: {mask}; {lower.format(lr=' (now 2.5)')}{where}")
+    assert health_message({"below_topk": 1.0, "returned_shortfall": 0.0234}) == f"{short}. Fix: {mask}{where}"
     assert health_message({"premature": 1.0, "collapse_step": 40.0, "final_entropy": 0.123456, "logit_max": 7.5,
-                           "logit_min": -2.25}) == f"{collapse}. " + tail.format(lr="")
+                           "logit_min": -2.25}) == f"{collapse}. Fix: {lower.format(lr='')}{where}"
 
 
 def test_summarize_blocks_takes_the_worst_block_and_counts_the_flags():

@@ -73,8 +73,15 @@ def health_message(info: dict, cfg: DataMaskConfig | None = None) -> str:
         parts.append(f"the returned (sampled) mask's objective is {100 * info.get('returned_shortfall', 0.0):.1f}% "
                      f"below the best top-S mask of the learned logits (warn above {100 * RETURNED_SHORTFALL_WARN:g}%)")
     lr = f" (now {cfg.lr:g})" if cfg is not None else ""
-    return ("; ".join(parts) + ". selection.final=topk returns the top-S of the learned logits; a lower "
-            f"selection.lr{lr} keeps the policy from collapsing (docs/selection.md, 'When the policy collapses').")
+    # one fix per problem, each named by its setting (issue #53: a user read the warning and did not know which to
+    # change): the shortfall is the sample's, the collapse the step size's
+    fixes = []
+    if info.get("below_topk"):
+        fixes.append("for the mask, selection.final=topk returns the best top-S of the learned logits (the higher "
+                     "objective; the default samples it, as Algorithm 1 does)")
+    if info.get("premature") or not fixes:
+        fixes.append(f"for the collapse, a lower selection.lr{lr} keeps the policy learning")
+    return "; ".join(parts) + ". Fix: " + "; ".join(fixes) + " (docs/selection.md, 'When the policy collapses')."
 
 
 def summarize_blocks(infos: list[dict]) -> dict:
