@@ -293,10 +293,32 @@ def composition_error(argv: list[str], conf: Path) -> str | None:
 
     try:
         with _composing(conf):
+            if _sweeps_by_config(argv):
+                return None  # an experiment that is a sweep (hydra.mode: MULTIRUN): Hydra composes each job itself
             compose(config_name="config", overrides=list(argv), return_hydra_config=True)
     except Exception as err:
         return composition_message(err)
     return None
+
+
+def _sweeps_by_config(argv: list[str]) -> bool:
+    """Whether ``argv`` holds a sweep (``key=a,b``) and the config makes the run a multirun (an experiment with
+    ``hydra.mode: MULTIRUN``, as table2_tiny): composed as one run, such a call was refused with Hydra's
+    "Ambiguous value ... add --multirun" although Hydra itself runs it as a sweep. Called inside
+    :func:`_composing`."""
+    from hydra import compose
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides=list(argv))
+    except Exception:
+        return False  # the full composition reports it
+    if not any(o.is_sweep_override() for o in parsed):
+        return False
+    plain = [o.input_line for o in parsed if not o.is_sweep_override()]
+    cfg = compose(config_name="config", overrides=plain, return_hydra_config=True)
+    return str(OmegaConf.select(cfg, "hydra.mode", default="")).upper().endswith("MULTIRUN")
 
 
 SWEEP_CHECK_LIMIT = 1000  # jobs composed up front (~50 ms each); a larger sweep is left to each job's own check
