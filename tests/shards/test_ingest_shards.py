@@ -60,11 +60,12 @@ def test_twelve_shards_give_the_one_shard_and_whole_frame_result(twelve_shards, 
     _same(many.documents.to_frame(), one.documents.to_frame())
     _same(many.documents.to_frame(), docs)
     _same(many.rejected.to_frame(), rejected)
-    assert {k: v for k, v in many.metrics.items() if k != "shards_total"} == metrics
+    counts = ("shards_total", "files_read", "files_total")  # how the input was cut, not what it holds
+    assert {k: v for k, v in many.metrics.items() if k not in counts} == metrics
     assert many.metrics["dropped_duplicate_id"] == 30 and many.metrics["dropped_empty_text"] == 4
     assert many.metrics["dropped_missing_id"] == 2 and many.metrics["dropped_too_long"] == 1
-    assert {k: v for k, v in many.metrics.items() if k not in ("shards_read", "shards_total")} == \
-           {k: v for k, v in one.metrics.items() if k not in ("shards_read", "shards_total")}
+    assert {k: v for k, v in many.metrics.items() if k not in ("shards_read", *counts)} == \
+           {k: v for k, v in one.metrics.items() if k not in ("shards_read", *counts)}
     # The manifest's summed per-shard stats are the metrics; row counts add up to the documents.
     manifest = many.documents.manifest
     assert manifest.rows == metrics["rows_kept"] == len(docs)
@@ -78,7 +79,8 @@ def test_max_docs_reads_shards_in_order_like_the_stream(twelve_shards, tmp_path,
     docs, rejected, metrics = whole_frame_ingest(twelve_shards, max_docs)
     _same(result.documents.to_frame(), docs)
     _same(result.rejected.to_frame(), rejected)
-    assert {k: v for k, v in result.metrics.items() if k != "shards_total"} == metrics
+    assert {k: v for k, v in result.metrics.items() if k not in ("shards_total", "files_read", "files_total")} == metrics
+    assert result.metrics["files_read"] == result.metrics["shards_read"] and result.metrics["files_total"] == 12
     assert len(result.documents) == max_docs
 
 
