@@ -83,10 +83,15 @@ def measure(tree: Path, data_path: Path, namespace: str) -> dict:
     run = run_measured([str(bench.ROOT / ".venv" / "bin" / "curate"), "pipeline=ingest", "data.workers=1",
                         f"data.path={data_path}", f"run.namespace={namespace}", "tracking.enabled=false"],
                        cwd=str(tree), env=env)
-    read = re.search(r"read\s+([\d,]+) rows from (\d+) of (\d+) shards", run.stdout)
+    # the summary counts files, and the pieces a large file is read in (before issue #52's last change: shards)
+    read = re.search(r"read\s+([\d,]+) rows from (\d+) of (\d+) (?:shards|files)(?: \(([\d,]+) pieces\))?",
+                     run.stdout)
     kept = re.search(r"kept\s+([\d,]+)", run.stdout)
+    if read is None or kept is None:
+        raise RuntimeError(f"no ingest summary in the output: {run.stdout[-2000:]}")
     rows = int(read.group(1).replace(",", ""))
-    return {"rows_read": rows, "rows_kept": int(kept.group(1).replace(",", "")), "shards": int(read.group(3)),
+    shards = int((read.group(4) or read.group(3)).replace(",", ""))
+    return {"rows_read": rows, "rows_kept": int(kept.group(1).replace(",", "")), "shards": shards,
             "seconds": round(run.seconds, 1), "docs_per_s": round(rows / run.seconds, 1),
             "peak_rss_mb": round(run.peak_rss_mb), "peak_anon_mb": round(run.peak_anon_mb),
             "load_before": load_before, "load_after": bench.loadavg3()}
