@@ -41,3 +41,18 @@ def project_root() -> Path:
 
 def conf_dir() -> Path:
     return project_root() / "conf"
+
+
+def relative(path: str, root: Path | None = None) -> str:
+    """``path`` relative to ``root`` (default: the project root) when it lies inside it, else as given."""
+    root = project_root() if root is None else root
+    try:
+        return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    except (ValueError, OSError):
+        return path
+
+
+def on_disk(path: str, root: Path | None = None) -> Path:
+    """Where a project-relative (or absolute) ``path`` is on disk."""
+    return Path(path) if Path(path).is_absolute() else (project_root() if root is None else Path(root)) / path
+

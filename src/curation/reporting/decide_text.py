@@ -9,11 +9,13 @@ otherwise the text names the group that cannot be separated, or says there is no
 
 from __future__ import annotations
 
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
+
+from curation.paths import relative
 
 # What each decision metric measures, said beside a disagreement (a reader has to pick which matters to them).
 MEANING = {
@@ -29,15 +31,6 @@ MEANING = {
 }
 
 
-
-def _shown_path(path: str) -> str:
-    """``path`` relative to the project when it lies inside it, else as given."""
-    from curation.paths import project_root
-
-    try:
-        return str(Path(path).resolve().relative_to(project_root().resolve()))
-    except (ValueError, OSError):
-        return path
 
 def _fmt(x: float) -> str:
     return f"{x:.4g}" if np.isfinite(x) else "n/a"
@@ -79,7 +72,7 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
     name = PurePath(corpus.rstrip("/")).name if corpus else ""
     lines = [f"# Which selection trains the better model{' on ' + name if name else ''}?", ""]
     if corpus:
-        lines += [f"Corpus: `{_shown_path(corpus)}`.", ""]
+        lines += [f"Corpus: `{relative(corpus)}`.", ""]
     family_all = "family" in part and (part["family"] == "all").any()
     n_family = int(len(part)) if family_all else int(len(rows))
 

@@ -111,15 +111,8 @@ def scoring_config_from_dict(mapping: Mapping[str, Any], path: str = "scoring") 
 __all__ = ["ALL_RATERS", "DSIRTargets", "ENGINES", "ScoringConfig", "WeakLabelRule", "scoring_config_from_dict"]
 
 
-def score_columns(cfg: ScoringConfig) -> list[str]:
-    """The columns the scoring stage writes under ``cfg``, in output order (``id`` aside).
-
-    Mirrors :func:`curation.scoring.run._columns` plus the merge's ``<component>_0_5`` and
-    ``quality`` (written when every merge component and the reference is a rater's column), so
-    a stage that reads a column (``pruning.score_column``, ``selection.score``, a decide or
-    Table 2 candidate's ``score``) is checked when the config is composed, not after ingest,
-    scoring and pruning have run.
-    """
+def rater_columns(cfg: ScoringConfig) -> list[str]:
+    """The raters' own score columns in output order: fastText, edu, wiki, DSIR, RedPajama signals."""
     from curation.scoring.redpajama import SIGNALS
 
     cols = [c for c in ("fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki") if c in cfg.raters]
@@ -127,6 +120,19 @@ def score_columns(cfg: ScoringConfig) -> list[str]:
         cols += [f"{target}_importance" for target in cfg.dsir.targets]
     if "redpajama" in cfg.raters:
         cols += list(SIGNALS)
+    return cols
+
+
+def score_columns(cfg: ScoringConfig) -> list[str]:
+    """The columns the scoring stage writes under ``cfg``, in output order (``id`` aside).
+
+    :func:`rater_columns` plus the merge's ``<component>_0_5`` and
+    ``quality`` (written when every merge component and the reference is a rater's column), so
+    a stage that reads a column (``pruning.score_column``, ``selection.score``, a decide or
+    Table 2 candidate's ``score``) is checked when the config is composed, not after ingest,
+    scoring and pruning have run.
+    """
+    cols = rater_columns(cfg)
     if {*cfg.merge.components, cfg.merge.reference} <= set(cols):
         cols += [f"{c}_0_5" for c in cfg.merge.components] + [cfg.merge.output_column]
     return cols

@@ -260,12 +260,10 @@ def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scoring
 
 
 def _columns(cfg: ScoringConfig, raters: dict[str, Any]) -> list[str]:
-    """Score columns in output order: fastText, edu, wiki, DSIR, signals."""
-    cols = [c for c in ("fasttext_dclm", "fasttext_ultrafineweb", "edu", "wiki") if c in raters]
-    cols += [n for n in raters if n.endswith("_importance")]
-    if "redpajama" in cfg.raters:
-        cols += list(SIGNALS)
-    return cols
+    """Score columns in output order (:func:`~curation.scoring.config.rater_columns`) of the raters fitted."""
+    from curation.scoring.config import rater_columns
+
+    return [c for c in rater_columns(cfg) if c in raters or c in SIGNALS]
 
 
 def apply_scoring(frame: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig, raters: dict[str, Any],

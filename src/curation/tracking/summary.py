@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from curation.paths import on_disk, relative
+
 # selection.diversity -> the diagnostics key of that measure, and which way is "more diverse".
 DIVERSITY_KEYS = {
     "pws": ("pairwise_similarity", "higher = more diverse"),
@@ -269,9 +271,7 @@ def _decide(run: dict[str, float], report: dict[str, float], record: RunRecord) 
                                         "(seed and item error, Holm-corrected)"))
     path = record.outputs.get("decide_recommendation_markdown")
     if path:
-        from curation.paths import project_root
-
-        file = Path(path) if Path(path).is_absolute() else project_root() / path
+        file = on_disk(path)
         text = file.read_text().splitlines() if file.is_file() else []
         for label, start in (("metrics", "**Metrics disagree"), ("answer", "**Answer")):
             line = next((x for x in text if x.startswith(start)), "")
@@ -286,10 +286,7 @@ def _decide(run: dict[str, float], report: dict[str, float], record: RunRecord) 
             section.rows.append(("written", f"{Path(path).parent}/: {', '.join(names)}"))
     cells = record.outputs.get("decide_cells_table")
     if cells:
-        from curation.paths import project_root
-
-        on_disk = Path(cells) if Path(cells).is_absolute() else project_root() / cells
-        if on_disk.is_file():  # every cell's metrics, seconds and provenance (issue #53: the summary did not say where)
+        if on_disk(cells).is_file():  # every cell's metrics, seconds and provenance (issue #53: the summary did not say where)
             section.rows.append(("cells CSV", f"{cells} (one row per candidate, scale and seed: metrics, train_seconds, "
                                           "eval_seconds)"))
     return section
@@ -383,8 +380,7 @@ def _written(outputs: Mapping[str, str]) -> dict[str, str]:
     for name, path in outputs.items():
         if name == "figures":
             continue  # a list of names, not a path
-        on_disk = Path(path) if Path(path).is_absolute() else root / path
-        if on_disk.exists():
+        if on_disk(path, root).exists():
             kept[name] = path
     return kept
 
@@ -455,8 +451,3 @@ def print_summary(record: RunRecord, console: Any = None) -> list[Section]:
     return sections
 
 
-def relative(path: str, root: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(root.resolve()))
-    except (ValueError, OSError):
-        return path
