@@ -162,3 +162,38 @@ def test_an_empty_shard_scores_to_an_empty_frame_with_every_column(sharded):
     scores, counts = apply_scoring(empty, np.zeros((0, 256), np.float32), scoring_config_from_dict(SMALL), raters, merge)
     assert len(scores) == 0 and list(scores.columns) == list(result.scores.read(result.scores.names[0]).columns)
     assert counts["fasttext_dclm/total"] == counts["edu/total"] == counts["books_importance/total"] == 0
+
+
+def test_runs_fitting_side_by_side_keep_their_own_sample_passes(six, sharded, tmp_path):
+    """Two runs with the same scoring key fit into one cache entry at once. Their per-shard passes must not
+    share a work folder: one shared folder let one run delete the other's passes mid-read (found on two
+    default jobs started together: FileNotFoundError on .fit.sample-passes/raters/edu.joblib). A live
+    process's folder is left alone; a dead one's (a killed run) is removed."""
+    import subprocess
+    import sys
+
+    from curation.shards import EngineConfig
+
+    documents, embeddings = six
+    folder = tmp_path / "stage"
+    folder.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    try:
+        live_work = folder / f".fit.sample-passes-{other.pid}"
+        (live_work / "raters").mkdir(parents=True)
+        (live_work / "raters" / "edu.joblib").write_bytes(b"the other run's rater")
+        dead_work = folder / f".fit.sample-passes-{dead.stdout.strip()}"
+        dead_work.mkdir()
+        result = score_shards(documents, embeddings, scoring_config_from_dict(SMALL), folder,
+                              EngineConfig(workers=2, progress=False))
+        assert (live_work / "raters" / "edu.joblib").read_bytes() == b"the other run's rater"
+        assert not dead_work.exists()
+        assert sorted(p.name for p in folder.glob(".fit.sample-passes-*")) == [live_work.name]
+        expected, _ = sharded
+        for name in documents.names:
+            pd.testing.assert_frame_equal(result.scores.read(name), expected.scores.read(name))
+    finally:
+        other.kill()
+        other.wait()

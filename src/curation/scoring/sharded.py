@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -176,6 +177,25 @@ def read_sample(documents: ShardedDataset, embeddings: ShardedDataset | None,
     return sample, (np.concatenate(vectors) if embeddings is not None else None)
 
 
+def sample_passes_folder(fit_dir: Path) -> Path:
+    """This process's folder for the fit's per-shard passes, beside ``fit_dir``. Private to the process: the
+    scoring cache entry is shared by every run with the same key, and two runs started together fit into it
+    side by side (each result lands atomically); one shared work folder let each run delete the other's
+    passes mid-read (a FileNotFoundError on ``raters/edu.joblib``). Folders left by killed processes are
+    removed here (their passes are cheap to redo)."""
+    from curation.namespace_lock import pid_alive
+
+    prefix = f".{fit_dir.name}.sample-passes-"
+    if fit_dir.parent.is_dir():
+        for left in fit_dir.parent.glob(prefix + "*"):
+            pid = left.name[len(prefix):]
+            if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+                shutil.rmtree(left, ignore_errors=True)
+    work = fit_dir.with_name(f"{prefix}{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)  # this pid's own leftover (a reused pid): never another live run's
+    return work
+
+
 def fit_on_sample(documents: ShardedDataset, embeddings: ShardedDataset | None, cfg: ScoringConfig,
                   fit_dir: str | Path, *, meta: Mapping[str, Any] | None = None, embedder=None,
                   reference=None, engine: EngineConfig | None = None) -> dict[str, float]:
@@ -194,10 +214,9 @@ def fit_on_sample(documents: ShardedDataset, embeddings: ShardedDataset | None, 
     sample, vectors = read_sample(documents, embeddings if needs_embeddings(cfg) else None, threshold)
     log.info("scoring: fitting on a sample of %d of %d documents", len(sample), len(documents))
     hooks: dict[str, Any] = {}
-    work = fit_dir.with_name(f".{fit_dir.name}.sample-passes")
+    work = sample_passes_folder(fit_dir)
     engine = engine or EngineConfig()  # as run_shards: the default local pool
     if _pooled(engine):
-        shutil.rmtree(work, ignore_errors=True)  # a killed fit's partial passes: cheap to redo
         passes = SamplePasses(documents, embeddings, cfg, threshold, engine, work)
         hooks = {"dsir_raw_counts": passes.dsir_raw_counts, "sample_components": passes.components}
     try:
