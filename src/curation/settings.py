@@ -54,7 +54,29 @@ def no_kedro_viz_update_check() -> None:
         version.get_latest_version = installed
 
 
+# kedro-viz 12.5 subclasses FastAPI's ORJSONResponse (kedro_viz/api/rest/responses/utils.py), which FastAPI now
+# deprecates: importing kedro_viz.api.apps prints a FastAPIDeprecationWarning a user of the project can do nothing
+# about (kedro-viz's code, pinned in pyproject.toml). Only that warning is silenced, only under `kedro viz`: its
+# message, category (FastAPIDeprecationWarning is a UserWarning) and the kedro-viz module that triggers it.
+KEDRO_VIZ_ORJSON_WARNING = "ignore:ORJSONResponse is deprecated:UserWarning:kedro_viz.api.apps"
+
+
+def quiet_kedro_viz_orjson_warning() -> None:
+    """Ignore kedro-viz's own FastAPIDeprecationWarning (ORJSONResponse) here and in the server process
+    `kedro viz run` spawns: that process imports kedro_viz.api.apps before it loads the project (so before these
+    settings), and takes its warning filters from PYTHONWARNINGS, which it inherits."""
+    import os
+    import warnings
+
+    warnings.filterwarnings("ignore", message="ORJSONResponse is deprecated", category=UserWarning,
+                            module=r"kedro_viz\.")
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if KEDRO_VIZ_ORJSON_WARNING not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, (current, KEDRO_VIZ_ORJSON_WARNING)))
+
+
 # `kedro viz run` serves from a spawned process (sys.argv the same), which imports these settings when it loads the
 # project, after the version route: no_kedro_viz_update_check replaces the route's own name for the function too
 if "kedro" in sys.argv[0] and sys.argv[1:2] == ["viz"]:
     no_kedro_viz_update_check()
+    quiet_kedro_viz_orjson_warning()

@@ -47,3 +47,31 @@ def test_kedro_viz_shows_no_upgrade_banner_offline(monkeypatch):
     no_kedro_viz_update_check()
     answer = version.get_version_response()
     assert (answer.installed, answer.latest, answer.is_outdated) == (__version__, __version__, False)
+
+
+def test_kedro_viz_opens_without_its_own_fastapi_deprecation_warning(monkeypatch):
+    """kedro-viz 12.5 subclasses FastAPI's deprecated ORJSONResponse: importing its app printed a
+    FastAPIDeprecationWarning. Under `kedro viz` the settings ignore that one warning in the server process it
+    spawns (PYTHONWARNINGS, inherited), and no other."""
+    import os
+    import subprocess
+    import sys
+
+    from curation.settings import quiet_kedro_viz_orjson_warning
+
+    code = "import warnings; import kedro_viz.api.apps; warnings.warn('other_warning', UserWarning)"
+
+    def output(env):  # Kedro's logging may print a warning on stdout (rich), Python on stderr
+        return subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=120).stdout
+
+    monkeypatch.setenv("PYTHONWARNINGS", "default::DeprecationWarning")
+    before = output(dict(os.environ))
+    assert "FastAPIDeprecationWarning" in before and "ORJSONResponse" in before  # kedro-viz's own, without the filter
+    monkeypatch.setattr("warnings.filters", list(__import__("warnings").filters))  # this process's filters restored
+    quiet_kedro_viz_orjson_warning()
+    quiet_kedro_viz_orjson_warning()  # once in the variable however often the settings load
+    assert os.environ["PYTHONWARNINGS"] == ("default::DeprecationWarning,"
+                                            "ignore:ORJSONResponse is deprecated:UserWarning:kedro_viz.api.apps")
+    after = output(dict(os.environ))
+    assert "ORJSONResponse" not in after and "other_warning" in after
