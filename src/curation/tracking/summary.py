@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from curation.paths import on_disk, relative
+from curation.paths import BUNDLED_CORPUS, is_bundled_corpus, on_disk, relative
 
 # selection.diversity -> the diagnostics key of that measure, and which way is "more diverse".
 DIVERSITY_KEYS = {
@@ -176,7 +176,8 @@ def _ingest(m: dict[str, float], stats: dict[str, float]) -> Section:
     return section
 
 
-def _scoring(scoring: dict[str, float], embedding: dict[str, float]) -> Section:
+def _scoring(scoring: dict[str, float], embedding: dict[str, float], params: Mapping[str, Any] | None = None
+             ) -> Section:
     section = Section("scoring")
     if embedding:
         cached = " (from cache)" if embedding.get("embedding_cache_hit") else ""
@@ -189,11 +190,19 @@ def _scoring(scoring: dict[str, float], embedding: dict[str, float]) -> Section:
         section.rows.append(("scored", f"{_num(scored)} docs, quality mean {_num(scoring.get('quality_mean'))} "
                                        f"on 0-15, {_num(nan)} without a score{cached}"))
         if "roc_auc_quality" in scoring:
-            # whose labels: the bundled reference corpus's (training.source=reference, the default, on any corpus)
-            # or the scored corpus's own (training.source=corpus)
-            whose = "this corpus's" if scoring.get("training_source_reference") == 0 else "the bundled corpus's"
-            section.rows.append(("ROC-AUC", f"merged quality {_num(scoring['roc_auc_quality'])} on {whose} "
-                                            f"{_num(scoring.get('roc_auc_n_eval'))} held-out human labels"))
+            # whose labels: the reference corpus's (training.source=reference, the default, on any corpus: the
+            # bundled corpus unless scoring.training.reference_path names another) or the scored corpus's own
+            # (training.source=corpus)
+            quality, n = _num(scoring["roc_auc_quality"]), _num(scoring.get("roc_auc_n_eval"))
+            training = ((params or {}).get("scoring") or {}).get("training") or {}
+            reference = str(training.get("reference_path") or BUNDLED_CORPUS)
+            if scoring.get("training_source_reference") == 0:
+                text = f"merged quality {quality} on this corpus's {n} held-out human labels"
+            elif is_bundled_corpus(reference):
+                text = f"merged quality {quality} on the bundled corpus's {n} held-out human labels"
+            else:
+                text = f"merged quality {quality} on {n} held-out human labels of the reference corpus {reference}"
+            section.rows.append(("ROC-AUC", text))
     return section
 
 
@@ -346,7 +355,7 @@ def build_sections(record: RunRecord) -> list[Section]:
     if "ingest_metrics" in m:
         sections.append(_ingest(m["ingest_metrics"], m.get("document_stats_metrics", {})))
     if "scoring_metrics" in m or "embedding_metrics" in m:
-        sections.append(_scoring(m.get("scoring_metrics", {}), m.get("embedding_metrics", {})))
+        sections.append(_scoring(m.get("scoring_metrics", {}), m.get("embedding_metrics", {}), params))
     if "pruning_metrics" in m:
         sections.append(_pruning(m["pruning_metrics"]))
     if "selection_run_metrics" in m or "selection_metrics" in m:
