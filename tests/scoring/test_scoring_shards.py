@@ -169,6 +169,7 @@ def test_runs_fitting_side_by_side_keep_their_own_sample_passes(six, sharded, tm
     share a work folder: one shared folder let one run delete the other's passes mid-read (found on two
     default jobs started together: FileNotFoundError on .fit.sample-passes/raters/edu.joblib). A live
     process's folder is left alone; a dead one's (a killed run) is removed."""
+    import os
     import subprocess
     import sys
 
@@ -194,6 +195,13 @@ def test_runs_fitting_side_by_side_keep_their_own_sample_passes(six, sharded, tm
         expected, _ = sharded
         for name in documents.names:
             pd.testing.assert_frame_equal(result.scores.read(name), expected.scores.read(name))
+        # every shard lies wholly in the fit sample: the pool's sample pass scored it once, with every rater, and
+        # the scoring pass only merged it; the bad-input counts are the same as scoring it apart
+        assert result.metrics["fit/rows_scored_once"] == len(documents)
+        assert expected.metrics["fit/rows_scored_once"] == 0
+        counts = [k for k in expected.metrics if k.endswith(("/total", "/empty_text", "/nan_score", "/nan_quality"))]
+        assert counts and {k: result.metrics[k] for k in counts} == {k: expected.metrics[k] for k in counts}
+        assert not list(folder.glob(f".fit.sample-passes-{os.getpid()}"))  # its passes are removed after scoring
     finally:
         other.kill()
         other.wait()

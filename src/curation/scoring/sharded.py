@@ -74,12 +74,39 @@ def _load_inputs(doc_root: str, emb_root: str | None, name: str) -> tuple[pd.Dat
 
 
 def score_shard(loaded: tuple[pd.DataFrame, np.ndarray | None], name: str, *, fit_dir: str,
-                cfg: ScoringConfig) -> ShardResult:
-    """The ``scores`` shard of one document shard (and its embedding shard)."""
+                cfg: ScoringConfig, scored_by_fit: str | None = None) -> ShardResult:
+    """The ``scores`` shard of one document shard (and its embedding shard).
+
+    ``scored_by_fit``: the fit's sample pass (:meth:`SamplePasses.components`), which scored every row of a
+    shard that lies wholly in the fit sample with every rater; such a shard's scores are read from there and
+    only merged here, not computed a second time (the same numbers: a document's scores depend on it alone)."""
     frame, emb = loaded
     raters, merge = load_fitted(fit_dir)
-    scores, counts = apply_scoring(frame, emb, cfg, raters, merge)
+    raw = _scored_by_fit(scored_by_fit, name, frame)
+    if raw is None:
+        scores, counts = apply_scoring(frame, emb, cfg, raters, merge)
+    else:
+        scores, counts = raw
+        if merge is not None:
+            scores, merged = merge.apply(scores)
+            counts.update({f"merge/{k}": v for k, v in merged.items()})  # as apply_scoring names them
+    counts["fit/rows_scored_once"] = 0 if raw is None else len(scores)  # rows whose scores the fit's pass made
     return ShardResult({"scores": scores}, {**counts, "rows": len(scores)})
+
+
+def _scored_by_fit(folder: str | None, name: str, frame: pd.DataFrame) -> tuple[pd.DataFrame, dict] | None:
+    """Shard ``name``'s unmerged scores and counts from the fit's sample pass, if it scored all of the shard's
+    rows (in order) with every rater; else None."""
+    if folder is None:
+        return None
+    writer = ShardWriter(folder, "frame")
+    stats = writer.stats(name)
+    if not writer.is_complete(name) or not stats.get(ALL_RATERS):
+        return None
+    raw = pd.read_parquet(writer.shard_path(name))
+    if len(raw) != len(frame) or not (raw["id"].to_numpy() == frame["id"].to_numpy()).all():
+        return None
+    return raw, {k: v for k, v in stats.items() if k not in ("rows", ALL_RATERS)}
 
 
 # --- the fit's passes over the whole sample, one shard per task (a worker pool or Ray) -------------
@@ -113,12 +140,20 @@ def dsir_counts_shard(loaded, name: str, *, threshold: int | None, model: dict) 
     return ShardResult({"counts": counts}, {"rows": len(frame)})
 
 
+ALL_RATERS = "scored_by_every_rater"  # stat of a components shard that holds every rater's scores of every row
+
+
 def components_shard(loaded, name: str, *, threshold: int | None, raters_dir: str, cfg: ScoringConfig,
                      columns: tuple[str, ...]) -> ShardResult:
-    """The merge components (``columns``) of one shard's sample rows."""
+    """The merge components (``columns``) of one shard's sample rows. A shard wholly in the sample (a corpus
+    smaller than ``fit_sample_docs``: every shard) is scored by every rater instead, and the scoring pass
+    reuses that (:func:`score_shard`): the dearest raters ran twice on every document of a small corpus."""
     frame, emb = _sample_rows(*loaded, threshold)
-    scores, _ = apply_scoring(frame, emb, cfg, _raters_in(raters_dir), None, only=set(columns))
-    return ShardResult({"components": scores}, {"rows": len(scores)})
+    whole = len(frame) == len(loaded[0])
+    scores, counts = apply_scoring(frame, emb, cfg, _raters_in(raters_dir), None,
+                                   only=None if whole else set(columns))
+    return ShardResult({"components": scores}, {**(counts if whole else {}), "rows": len(scores),
+                                                ALL_RATERS: int(whole)})
 
 
 class SamplePasses:
@@ -155,7 +190,7 @@ class SamplePasses:
         parts = self._run(partial(components_shard, threshold=self.threshold, raters_dir=str(raters_dir),
                                   cfg=self.cfg, columns=tuple(columns)), "components", "frame",
                           self.work / "components", True, "scoring fit: merge components")
-        return pd.concat(parts, ignore_index=True)
+        return pd.concat(parts, ignore_index=True)[["id", *columns]]
 
 
 def _pooled(engine: EngineConfig | None) -> bool:
@@ -177,7 +212,7 @@ def read_sample(documents: ShardedDataset, embeddings: ShardedDataset | None,
     return sample, (np.concatenate(vectors) if embeddings is not None else None)
 
 
-def sample_passes_folder(fit_dir: Path) -> Path:
+def sample_passes_folder(fit_dir: Path, clean: bool = True) -> Path:
     """This process's folder for the fit's per-shard passes, beside ``fit_dir``. Private to the process: the
     scoring cache entry is shared by every run with the same key, and two runs started together fit into it
     side by side (each result lands atomically); one shared work folder let each run delete the other's
@@ -186,25 +221,28 @@ def sample_passes_folder(fit_dir: Path) -> Path:
     from curation.namespace_lock import pid_alive
 
     prefix = f".{fit_dir.name}.sample-passes-"
+    work = fit_dir.with_name(f"{prefix}{os.getpid()}")
+    if not clean:
+        return work
     if fit_dir.parent.is_dir():
         for left in fit_dir.parent.glob(prefix + "*"):
             pid = left.name[len(prefix):]
             if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
                 shutil.rmtree(left, ignore_errors=True)
-    work = fit_dir.with_name(f"{prefix}{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)  # this pid's own leftover (a reused pid): never another live run's
     return work
 
 
 def fit_on_sample(documents: ShardedDataset, embeddings: ShardedDataset | None, cfg: ScoringConfig,
                   fit_dir: str | Path, *, meta: Mapping[str, Any] | None = None, embedder=None,
-                  reference=None, engine: EngineConfig | None = None) -> dict[str, float]:
+                  reference=None, engine: EngineConfig | None = None, keep_passes: bool = False,
+                  ) -> dict[str, float]:
     """Fit on the sample into ``fit_dir`` (skipped when a finished fit is there); its metrics.
     ``reference``: the reference raters (``training.source=reference``; see ``fit_scoring``).
     ``engine`` with more than one worker (or Ray): the passes over the whole sample run per shard on
-    it (:class:`SamplePasses`), with the same result."""
-    import shutil
-
+    it (:class:`SamplePasses`), with the same result; ``keep_passes``: their folder
+    (:func:`sample_passes_folder`) is left for the caller (:func:`score_shards` reads the shards the
+    sample pass scored with every rater, then removes it)."""
     from curation.scoring.persistence import save_raters
 
     fit_dir = Path(fit_dir)
@@ -221,7 +259,10 @@ def fit_on_sample(documents: ShardedDataset, embeddings: ShardedDataset | None, 
         hooks = {"dsir_raw_counts": passes.dsir_raw_counts, "sample_components": passes.components}
     try:
         fitted = fit_scoring(sample, vectors, cfg, embedder, reference, **hooks)
-    finally:
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    if not keep_passes:
         shutil.rmtree(work, ignore_errors=True)
     metrics = {k: float(v) for k, v in fitted.metrics.items()}
 
@@ -275,12 +316,17 @@ def score_shards(documents: ShardedDataset, embeddings: ShardedDataset | None, c
     out, fit_dir = folder / "scores", folder / "fit"
     hit = (out / "manifest.json").is_file() and (fit_dir / FIT_METRICS).is_file()
     fit_metrics = fit_on_sample(documents, embeddings, cfg, fit_dir, meta=meta, embedder=embedder, reference=reference,
-                                engine=engine)
+                                engine=engine, keep_passes=not hit)
     if not hit:
+        passes = sample_passes_folder(fit_dir, clean=False) / "components"
         emb_root = str(embeddings.root) if embeddings is not None and needs_embeddings(cfg) else None
         tasks = [ShardTask(n, partial(_load_inputs, str(documents.root), emb_root, n)) for n in documents.names]
-        run_shards(partial(score_shard, fit_dir=str(fit_dir), cfg=cfg), tasks, {"scores": (out, "frame")}, engine,
-                   desc="scoring")
+        try:
+            run_shards(partial(score_shard, fit_dir=str(fit_dir), cfg=cfg,
+                               scored_by_fit=str(passes) if passes.is_dir() else None),
+                       tasks, {"scores": (out, "frame")}, engine, desc="scoring")
+        finally:
+            shutil.rmtree(passes.parent, ignore_errors=True)
         inputs = {"documents": documents.fingerprint}
         if embeddings is not None:
             inputs["embeddings"] = embeddings.fingerprint
