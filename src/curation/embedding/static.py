@@ -16,12 +16,14 @@ cached as a versioned artifact (``curation.embedding.artifacts``).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -55,7 +57,7 @@ def build_static_model(model_name: str, pca_dims: int, root: Path | None = None)
         torch.set_num_threads(1)
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
-            with tempfile.TemporaryDirectory(prefix="m2v-src-") as src:
+            with tempfile.TemporaryDirectory(prefix="m2v-src-") as src, known_pad_token_note_quiet():
                 model = distill(model_name=_unpadded_copy(model_dir, Path(src)), pca_dims=int(pca_dims),
                                 sif_coefficient=1e-4, device="cpu")
         finally:
@@ -75,6 +77,32 @@ def build_static_model(model_name: str, pca_dims: int, root: Path | None = None)
             raise RuntimeError(f"static model in {out} does not read back as written")
 
     return ensure_artifact(spec, build, root)
+
+
+# What skeletoken (model2vec's tokenizer library) logs as a warning when distill() loads _unpadded_copy's tokenizer:
+# the copy has no padding section (it padded every text to 128 tokens), so skeletoken finds no pad token in it,
+# takes the HuggingFace tokenizer's ('[PAD]', id 0, the one model2vec pads with anyway) and says so. Harmless and
+# expected, yet a new user read it in `bash scripts/setup.sh` as a problem; distill() has no argument to pass the
+# pad token, and a padding section put back would change the tokenizer the model is distilled from.
+PAD_TOKEN_NOTE = "HuggingFace tokenizer defines a pad_token, but the Skeletoken model does not. Setting it to '[PAD]'."
+_SKELETOKEN_LOGGER = "skeletoken.transformers_compat"
+
+
+class _DropKnownPadTokenNote(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != PAD_TOKEN_NOTE  # that one message; skeletoken's others still show
+
+
+@contextmanager
+def known_pad_token_note_quiet() -> Iterator[None]:
+    """Drop :data:`PAD_TOKEN_NOTE` (and only it) from skeletoken's logger while the block runs."""
+    note = _DropKnownPadTokenNote()
+    logger = logging.getLogger(_SKELETOKEN_LOGGER)
+    logger.addFilter(note)
+    try:
+        yield
+    finally:
+        logger.removeFilter(note)
 
 
 def _unpadded_copy(model_dir: Path, dest: Path) -> str:
