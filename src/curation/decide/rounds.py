@@ -48,14 +48,15 @@ def top_scale(cells: pd.DataFrame) -> tuple[str, str, int]:
 def state(cells: pd.DataFrame, items: Mapping[tuple, Any], cfg: Any,
           chance: Optional[Mapping[str, float]] = None) -> tuple[dict[str, float], dict, dict, str, bool]:
     """(means, decided, equal, headline, higher is better) at the top scale, decided as the report will decide
-    them (:func:`curation.reporting.decide.build_report`: the tasks above chance, the looks, the family)."""
+    them (:func:`curation.reporting.decide.build_report`: the tasks :func:`curation.reporting.decide.tasks_above_chance`
+    keeps, the looks, the family)."""
     from curation.reporting.decide import (_top_scale_sequential, decision_table, headline_metric, round_state,
                                            tasks_above_chance)
     from curation.reporting.decide_stats import cell_metric, signal_to_noise
     from curation.reporting.decisions import higher_is_better
 
     top, _, _ = top_scale(cells)
-    _, _, restrict = tasks_above_chance(items, top, chance)
+    restrict = tasks_above_chance(items, top, chance, cfg.min_tasks_above_chance).restrict
     at_top = cells[cells["scale"].astype(str) == top]
     order = list(cfg.candidates)
     table = _top_scale_sequential(decision_table(at_top, items, order=order, tasks=restrict), at_top, items, cfg,

@@ -10,7 +10,8 @@ MLflow here):
   standard error (seeds and evaluation items, :mod:`curation.reporting.decide_stats`), the test's p, the
   Holm-corrected p and whether it is decided;
 - :func:`headline_metric`: the metric with the largest signal-to-noise ratio at the top scale, a rule fixed
-  before any comparison; tasks at chance are left out of its average;
+  before any comparison; :func:`tasks_above_chance`: the tasks the multiple-choice metrics average (those above
+  chance, when at least ``decide.min_tasks_above_chance`` are; else every task);
 - :func:`ladder_agreement`: DataDecide's decision accuracy of every lower scale against the top one;
 - :func:`item_vs_seed`: the two parts of a decision's error side by side, per metric;
 - :func:`curation.reporting.decide_text.recommendation`: the answer a data team reads (metric disagreement
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,10 @@ from curation.reporting.decide_stats import ranking  # noqa: F401 - re-exported:
 DECISION_METRICS = ("average", "mc_correct_prob_per_char", "mc_norm_correct_prob_per_char", "mc_margin_per_char",
                     "mc_correct_logprob_per_char", "ref_bits_per_byte")
 DEFAULT_HEADLINE = "mc_correct_prob_per_char"  # DataDecide's best small-scale predictor, until measured here
+# Tasks that must be above chance at the top scale before the multiple-choice metrics average those tasks only
+# (decide.min_tasks_above_chance): on the held-out web ladder (benchmarks/results/decide_ladder8_web/) one task of
+# ten crossing chance turned the ten-task headline into that task's alone
+MIN_TASKS_ABOVE_CHANCE = 3
 
 
 @dataclass
@@ -50,7 +55,9 @@ class DecideConfig:
     (:mod:`curation.decide.rounds`; None: the first seeds only, the fixed design); max_cells / max_hours: caps on
     the cells trained and the wall time the rounds may reach; spending: how the looks share the level
     (:mod:`curation.reporting.decide_sequential`); equivalence: a margin on the headline below which a runner-up
-    whose 90% interval of the difference lies within +-margin stops receiving seeds (None: never).
+    whose 90% interval of the difference lies within +-margin stops receiving seeds (None: never);
+    min_tasks_above_chance: how many tasks must be above chance in accuracy at the top scale before the
+    multiple-choice metrics average those tasks only (fewer: every task; :func:`tasks_above_chance`).
     """
 
     candidates: dict[str, Any] = field(default_factory=dict)
@@ -67,6 +74,9 @@ class DecideConfig:
     max_hours: Optional[float] = None  # cap on the wall time: no round starts that the last round's pace says ends later
     spending: str = "obf"  # alpha spending over the looks: obf (O'Brien-Fleming-like) or pocock
     equivalence: Optional[float] = None  # headline margin: a runner-up decided equal within it gets no more seeds
+    min_tasks_above_chance: int = MIN_TASKS_ABOVE_CHANCE  # the multiple-choice metrics average only the tasks
+    # above chance at the top scale when at least this many are; fewer: every task (0 or 1: the earlier rule, under
+    # which one task above chance became the whole average; :func:`tasks_above_chance`)
     fresh_top: bool = False  # the top rung trained again on fresh seeds, fresh selection draws and a disjoint item
     # sample (scale "<top>-fresh"): the ladder's decision accuracy is measured against that independent replication
     paper: Optional[str] = None  # "table2": also set the decisions against DATAMASK Table 2's order (candidate
@@ -98,6 +108,9 @@ class DecideConfig:
         check(self.spending in SPENDING, "spending", self.spending, f"one of {list(SPENDING)}")
         check(self.equivalence is None or float(self.equivalence) > 0, "equivalence", self.equivalence,
               "null or a positive margin on the headline metric")
+        check(isinstance(self.min_tasks_above_chance, int) and not isinstance(self.min_tasks_above_chance, bool)
+              and self.min_tasks_above_chance >= 0, "min_tasks_above_chance", self.min_tasks_above_chance,
+              "an integer >= 0 (0 or 1: restrict to the tasks above chance whenever any is)")
         if self.rungs is not None:
             check(len(self.rungs) >= 1 and all(isinstance(r, int) and r > 0 for r in self.rungs)
                   and len(set(self.rungs)) == len(self.rungs), "rungs", self.rungs,
@@ -283,20 +296,57 @@ def item_vs_seed(cells: pd.DataFrame, items: Mapping[tuple, Mapping], n_items: i
     return pd.DataFrame(rows)
 
 
-def tasks_above_chance(items: Mapping[tuple, Mapping], top: str, chance: Optional[Mapping[str, float]]
-                       ) -> tuple[pd.DataFrame, Optional[list[str]], Optional[dict[str, list[str]]]]:
-    """(task_chance table, the tasks the multiple-choice metrics average, metric -> those tasks) at ``top``.
+class ChanceRule(NamedTuple):
+    """What :func:`tasks_above_chance` decided at the top scale (every reader of the rule takes it from there)."""
 
-    The multiple-choice likelihood metrics average the tasks above chance only (fixed before any comparison: the
-    level of accuracy, not the candidates' differences, decides it); the gold-text loss keeps every task. Every
-    task at chance (or none): the continuous metrics are all there is, over every task (said in the text)."""
+    tasks: pd.DataFrame  # task_chance at the top scale, with ``in_mc_average``
+    headline_tasks: Optional[list[str]]  # the tasks the multiple-choice metrics average (None: every task)
+    restrict: Optional[dict[str, list[str]]]  # metric -> those tasks (None: no metric restricted)
+    above: list[str]  # the tasks above chance in accuracy
+    minimum: int  # decide.min_tasks_above_chance
+
+    @property
+    def minimum_unmet(self) -> bool:
+        """Some but not every task is above chance, fewer than the minimum: every task is averaged."""
+        return bool(self.above) and len(self.above) < len(self.tasks) and len(self.above) < self.minimum
+
+    def note(self, scale: str, headline: str = "") -> str:
+        """The report's sentence when the minimum is not met ("" otherwise)."""
+        if not self.minimum_unmet:
+            return ""
+        k, n = len(self.above), len(self.tasks)
+        which = f"the headline `{headline}` among them" if headline.startswith("mc_") else "`mc_*`"
+        return (f"{k} of {n} tasks {'is' if k == 1 else 'are'} above chance in accuracy at {scale}, fewer than "
+                f"decide.min_tasks_above_chance = {self.minimum}, so the minimum is not met and the multiple-choice "
+                f"metrics ({which}) average all {n} tasks.")
+
+
+def tasks_above_chance(items: Mapping[tuple, Mapping], top: str, chance: Optional[Mapping[str, float]],
+                       minimum: int = MIN_TASKS_ABOVE_CHANCE) -> ChanceRule:
+    """The tasks the multiple-choice (``mc_*``) metrics average at ``top``: the one rule the seed rounds
+    (:func:`curation.decide.rounds.state`), the report's decisions, the ladder's intervals and the
+    recommendation's text all read, so the stopping rule and the report agree.
+
+    A task is above chance when its accuracy pooled over every cell at ``top`` is above its chance level by 2 item
+    SEs (:func:`curation.reporting.decide_stats.task_chance`). When at least ``minimum``
+    (``decide.min_tasks_above_chance``) tasks are, and not every task, the ``mc_*`` metrics average those only;
+    fewer (one task crossing chance, plausibly by a bias of its choices, would otherwise become the whole
+    average): every task, and :meth:`ChanceRule.note` says so. None above chance: every task (the continuous
+    metrics read as a likelihood, not as ability; said in the text). ``minimum`` 0 or 1 is the earlier rule (any
+    task above chance restricts). The gold-text loss and ``average`` keep every task.
+
+    The rule is fixed before any cell is seen: it depends on ``minimum`` (the config) and on the level of
+    accuracy pooled over every candidate, not on the candidates' differences, so choosing the tasks is no look at
+    the comparisons the tests would have to pay for."""
     from curation.reporting.decide_stats import task_chance
 
     tasks = task_chance(items, top, chance) if chance else pd.DataFrame()
     above = tasks.loc[~tasks["at_chance"], "task"].tolist() if not tasks.empty else []
-    headline_tasks = above if above and len(above) < len(tasks) else None
+    headline_tasks = above if above and len(above) < len(tasks) and len(above) >= int(minimum) else None
     restrict = {m: headline_tasks for m in DECISION_METRICS if m.startswith("mc_")} if headline_tasks else None
-    return tasks, headline_tasks, restrict
+    if not tasks.empty:
+        tasks = tasks.assign(in_mc_average=tasks["task"].isin(headline_tasks) if headline_tasks else True)
+    return ChanceRule(tasks, headline_tasks, restrict, above, int(minimum))
 
 
 def _top_scale_sequential(table: pd.DataFrame, cells: pd.DataFrame, items: Optional[Mapping[tuple, Mapping]],
@@ -384,7 +434,8 @@ class DecideReport:
 def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: DecideConfig, n_items: int,
                  corpus: str = "", chance: Optional[Mapping[str, float]] = None) -> DecideReport:
     """Everything ``experiment=decide`` writes from its cells: the decisions with the full SE, signal-to-noise
-    and the headline metric it picks, the tasks at chance (left out of the headline), the ladder's decision
+    and the headline metric it picks, the tasks at chance (left out of the ``mc_*`` metrics when enough tasks are
+    above chance: :func:`tasks_above_chance`), the ladder's decision
     accuracy, the item errors, the heat map and the recommendation at the top scale."""
     from curation.reporting.decide_stats import signal_to_noise
     from curation.reporting.decide_text import ladder_plot, recommendation
@@ -395,7 +446,8 @@ def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: Decid
     top = names[-1]
     if "scale" not in cells.columns:
         cells = cells.assign(scale=cells["size"].astype(str))
-    tasks, headline_tasks, restrict = tasks_above_chance(items, top, chance)
+    rule = tasks_above_chance(items, top, chance, cfg.min_tasks_above_chance)
+    tasks, headline_tasks, restrict = rule.tasks, rule.headline_tasks, rule.restrict
     table = _top_scale_sequential(decision_table(cells, items, order=order, tasks=restrict), cells, items, cfg, top,
                                   order, restrict)
     snr = signal_to_noise(table)
@@ -406,8 +458,9 @@ def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: Decid
     errors = item_vs_seed(cells, items, n_items) if items else pd.DataFrame()
     params = cells.groupby("scale")["parameters"].first().to_dict() if "parameters" in cells else {}
     text = recommendation(cells, table, headline, why, scale=top, items=items, snr=snr, tasks=tasks,
-                          headline_tasks=headline_tasks, budget_tokens=float(cells["budget_tokens"].iloc[0])
-                          if "budget_tokens" in cells else float("nan"),
+                          headline_tasks=headline_tasks, tasks_note=rule.note(top, headline),
+                          budget_tokens=float(cells["budget_tokens"].iloc[0]) if "budget_tokens" in cells
+                          else float("nan"),
                           parameters=params, agreement=agreement, errors=errors, corpus=corpus,
                           stop=_stop(cells, items, table, cfg, headline, top, restrict))
     shown = table[table["scale"].astype(str) == str(top)].rename(columns={"p": "p_value"})
@@ -421,6 +474,9 @@ def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: Decid
                      f"decide ({top}): candidate - {cfg.reference}")
     metrics = {"decide_decided_pairs": float(table["decided"].sum()), "decide_pairs": float(len(table)),
                "decide_scales": float(len(names))}
+    if not tasks.empty:
+        metrics["decide_tasks_above_chance"] = float(len(rule.above))
+        metrics["decide_mc_tasks"] = float(len(headline_tasks) if headline_tasks else len(tasks))
     for _, r in agreement.iterrows():
         if r["large"] == top and r["small"] == names[0]:
             metrics[f"decide_sign_agreement_{r['metric']}"] = float(r["sign_agreement_all"])

@@ -239,8 +239,8 @@ def task_chance(items: CellItems, scale: str, chance: Mapping[str, float]) -> pd
     """Per task at ``scale``: its primary metric (accuracy or length-normalised accuracy) pooled over every
     cell, the chance level, the item SE of the pooled value, ``at_chance`` (not above chance by 2 SE, one-sided)
     and ``status``: ``above`` chance, ``below`` it by more than 2 SE (the models prefer wrong answers: a bias of
-    the task's choices, e.g. length or frequency, not a lack of signal), or ``at`` it. A task not above chance in
-    accuracy at every candidate is left out of the headline average."""
+    the task's choices, e.g. length or frequency, not a lack of signal), or ``at`` it. Which tasks the
+    multiple-choice metrics then average is :func:`curation.reporting.decide.tasks_above_chance`'s rule."""
     from curation.evaluation.tasks import TASKS
 
     cells = [v for (s, _, _), v in items.items() if str(s) == str(scale)]

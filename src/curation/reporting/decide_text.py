@@ -55,11 +55,14 @@ def disagreements(table: pd.DataFrame, scale: str) -> list[tuple[str, str, list[
 def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why: str, *, scale: str,
                    items: Optional[Mapping] = None, snr: Optional[pd.DataFrame] = None,
                    tasks: Optional[pd.DataFrame] = None, headline_tasks: Optional[Sequence[str]] = None,
+                   tasks_note: str = "",
                    budget_tokens: float = float("nan"), parameters: Optional[Mapping[str, float]] = None,
                    agreement: Optional[pd.DataFrame] = None, errors: Optional[pd.DataFrame] = None,
                    corpus: str = "", stop: str = "") -> str:
     """The Markdown answer at ``scale`` (the top rung): disagreement between metrics first, then the headline
-    metric's verdict, the ranking, signal-to-noise per metric, tasks at chance, the ladder and the errors."""
+    metric's verdict, the ranking, signal-to-noise per metric, tasks at chance, the ladder and the errors.
+    ``tasks`` / ``headline_tasks`` / ``tasks_note``: what :func:`curation.reporting.decide.tasks_above_chance`
+    decided (the table, the tasks the multiple-choice metrics average, the sentence when its minimum is not met)."""
     from curation.reporting.decide_stats import cell_metric, ranking, seeds_and_items_needed
 
     parameters = parameters or {}
@@ -134,7 +137,7 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
                          f"{int(dec['decided'].sum())} of {len(dec)} | {best} |")
         lines.append("")
     if tasks is not None and not tasks.empty:
-        lines += _task_lines(tasks, scale, headline_tasks)
+        lines += _task_lines(tasks, scale, headline_tasks, tasks_note)
     if agreement is not None and not agreement.empty:
         lines += _ladder_lines(agreement)
     if errors is not None and not errors.empty:
@@ -222,7 +225,8 @@ def _verdict(order: pd.DataFrame, rows: pd.DataFrame, headline: str, scale: str,
     return out
 
 
-def _task_lines(tasks: pd.DataFrame, scale: str, headline_tasks: Optional[Sequence[str]]) -> list[str]:
+def _task_lines(tasks: pd.DataFrame, scale: str, headline_tasks: Optional[Sequence[str]],
+                note: str = "") -> list[str]:
     """Tasks above, at and below chance in accuracy, named apart (below chance is a bias of the task's choices
     that the models follow, not an absence of signal)."""
     status = tasks["status"] if "status" in tasks else np.where(tasks["at_chance"], "at", "above")
@@ -245,6 +249,8 @@ def _task_lines(tasks: pd.DataFrame, scale: str, headline_tasks: Optional[Sequen
     elif headline_tasks is not None:
         out.append(f"The multiple-choice metrics (the headline's among them) average the tasks above chance: "
                    f"{', '.join(headline_tasks)}.")
+    elif note:
+        out.append(note)
     return [" ".join(out), ""]
 
 
