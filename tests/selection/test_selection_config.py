@@ -108,7 +108,7 @@ def test_datamask_paper_preset_is_the_papers_recipe(tmp_path):
     from curation.config_schema import register_configs
 
     paper = {"diversity": "pws", "lam": 0.5, "standardize": False, "init": "quality", "group_size": 128,
-             "lr": 10.0, "batch_ratio": 0.05, "steps": 10_000}
+             "lr": 10.0, "batch_ratio": 0.05, "steps": 10_000, "final": "sample"}
     assert DATAMASK_PAPER == paper
     register_configs()
     import shutil
@@ -122,4 +122,4 @@ def test_datamask_paper_preset_is_the_papers_recipe(tmp_path):
     assert composed == parse_selection_config("datamask", DATAMASK_PAPER)
     # the project's default differs from the paper exactly in these knobs (docs/selection.md says so)
     default = dataclasses.asdict(DataMaskConfig())
-    assert {k for k, v in paper.items() if default[k] != v} == {"lam", "standardize", "init", "steps"}
+    assert {k for k, v in paper.items() if default[k] != v} == {"lam", "standardize", "init", "steps", "final"}

@@ -128,7 +128,7 @@ def test_datamask_beats_random_and_reaches_95_percent_of_greedy_pws(clustered):
 
 def test_datamask_history_and_determinism(clustered):
     emb, q = clustered
-    cfg = {"steps": 40, "history_every": 10, "batch_ratio": 0.25, "group_size": 16}
+    cfg = {"steps": 40, "history_every": 10, "batch_ratio": 0.25, "group_size": 16, "final": "sample"}
     a = select("datamask", quality=q, embeddings=emb, budget=50, config=cfg, seed=3)
     b = select("datamask", quality=q, embeddings=emb, budget=50, config=cfg, seed=3)
     c = select("datamask", quality=q, embeddings=emb, budget=50, config=cfg, seed=4)
@@ -377,7 +377,7 @@ def test_long_runs_at_100k_return_the_mask_the_logits_learned():
     f_random = float(obj.pairwise_similarity(torch.from_numpy(rng.choice(100_000, 10_000, replace=False))[None])[0])
     for steps in (2000, 6000):
         sel = select("datamask", quality=q, embeddings=emb, budget=10_000, seed=0,
-                     config={"diversity": "pws", "lam": 0.0, "steps": steps, "history_every": 500})
+                     config={"diversity": "pws", "lam": 0.0, "steps": steps, "history_every": 500, "final": "sample"})
         topk = sel.history.query("mask == 'topk'")
         best, returned = float(topk["diversity"].max()), float(sel.history["diversity"].iloc[-1])
         assert returned >= best - 0.01 * abs(best), (steps, returned, best)
@@ -438,13 +438,13 @@ def test_health_message_says_what_collapsed_and_what_to_do():
     info = {"premature": 1.0, "collapse_step": 40.0, "final_entropy": 0.123456, "logit_max": 7.5, "logit_min": -2.25,
             "below_topk": 1.0, "returned_shortfall": 0.0234}
     where = " (docs/selection.md, 'When the policy collapses')."
-    mask = ("for the mask, selection.final=topk returns the best top-S of the learned logits (the higher objective; "
-            "the default samples it, as Algorithm 1 does)")
+    mask = ("for the mask, selection.final=topk returns the best top-S of the learned logits (the higher objective, "
+            "the default; selection.final=sample samples it, as Algorithm 1 does)")
     lower = "for the collapse, a lower selection.lr{lr} keeps the policy learning"
     collapse = ("the DataMask policy collapsed at step 40: the entropy of softmax(L) fell below 0.5 nats in the first "
                 "half of the run (now 0.123; the logits span 9.8 nats), so learning stopped early")
     short = "the returned (sampled) mask's objective is 2.3% below the best top-S mask of the learned logits (warn above 1%)"
-    assert health_message(info, DataMaskConfig(lr=2.5)) == (
+    assert health_message(info, DataMaskConfig(lr=2.5, final="sample")) == (
         f"{collapse}; {short}. Fix: {mask}; {lower.format(lr=' (now 2.5)')}{where}")
     assert health_message({"below_topk": 1.0, "returned_shortfall": 0.0234}) == f"{short}. Fix: {mask}{where}"
     assert health_message({"premature": 1.0, "collapse_step": 40.0, "final_entropy": 0.123456, "logit_max": 7.5,

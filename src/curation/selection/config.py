@@ -127,8 +127,10 @@ class DataMaskConfig(ObjectiveConfig):
     # ... mapped linearly to logits l_min..l_max (paper: -5..5).
     l_min: float = -5.0
     l_max: float = 5.0
-    # Final mask: "sample" S items from softmax(L^E) as Algorithm 1 does, or "topk".
-    final: str = "sample"
+    # Final mask: "topk" (the S largest final logits; the default, a deliberate difference from Algorithm 1, which
+    # samples: issue #53, docs/selection.md), "sample" S items from softmax(L^E) as Algorithm 1 does, or "best"
+    # (the best top-S mask recorded during the run, by the joint objective, every history_every steps).
+    final: str = "topk"
     # Items per independent random block (Sec. 4.3 "Splitting"); same keep ratio in every block.
     block_size: int = 1_000_000
     # Record a history row every this many steps (joint objective, terms, entropy, wall time).
@@ -169,7 +171,8 @@ class DataMaskConfig(ObjectiveConfig):
         _require(self.init in ("zeros", "quality"), "init", f"must be 'zeros' or 'quality', got {self.init!r}")
         _require(self.q_max > self.q_min, "q_max", f"must be > q_min ({self.q_min}), got {self.q_max}")
         _require(self.l_max > self.l_min, "l_max", f"must be > l_min ({self.l_min}), got {self.l_max}")
-        _require(self.final in ("sample", "topk"), "final", f"must be 'sample' or 'topk', got {self.final!r}")
+        _require(self.final in ("sample", "topk", "best"), "final",
+                 f"must be 'sample', 'topk' or 'best', got {self.final!r}")
         _require(self.block_size >= 2, "block_size", f"must be >= 2, got {self.block_size}")
         _require(self.history_every >= 1, "history_every", f"must be >= 1, got {self.history_every}")
         _require(self.checkpoint_every >= 0, "checkpoint_every", f"must be >= 0, got {self.checkpoint_every}")
@@ -327,7 +330,8 @@ CONFIG_CLASSES: dict[str, type[SelectionConfig]] = {
 
 # FineWeb-Mask's recipe as DATAMASK prints it (seeds/000 Sec. 4.4 with Sec. 4.2-4.3, App. A.6): the raw Eq. 12
 # (standardize False) with lambda 0.5 and PWS, quality initialisation (Eq. 13), G 128, eta 10, r 0.05,
-# E = 10,000 steps per block; applied to the quality-pruned pool (App. A.5). conf/selection/datamask_paper.yaml
+# E = 10,000 steps per block, the final mask sampled from softmax(L^E) (Algorithm 1); applied to the quality-pruned
+# pool (App. A.5). conf/selection/datamask_paper.yaml
 # holds the same values (a test keeps them equal). The project's default (DataMaskConfig()) differs: see
 # docs/selection.md.
 DATAMASK_PAPER: dict[str, Any] = {
@@ -339,6 +343,7 @@ DATAMASK_PAPER: dict[str, Any] = {
     "lr": 10.0,
     "batch_ratio": 0.05,
     "steps": 10_000,
+    "final": "sample",  # Algorithm 1's last line (the project's default is topk)
 }
 
 

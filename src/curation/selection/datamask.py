@@ -15,7 +15,9 @@ Per block of N items we learn logits L (N,). Each step:
    with the exact Plackett-Luce score function (``policy_gradient``).
 
 After E steps the final mask is sampled from softmax(L) (Algorithm 1, last
-line) or, if configured, is the top-S of L. History rows (always the exact
+line), or, if configured, is the top-S of L (``final: topk``) or the best top-S mask
+the history recorded during the run (``final: best``, by the joint objective; the
+logits of that row are kept). History rows (always the exact
 objective, also when ``disf_estimator: hutchinson`` drives the steps) during the run
 evaluate the current top-S (no RNG draw, so recording never changes the run);
 the last row (``mask == "returned"``) is the value of the mask actually returned. The corpus is split into random
@@ -120,12 +122,15 @@ class BlockResult:
     history: pd.DataFrame
     info: dict
     # with full_order: every item of the block in the order of the final draw (Algorithm 1's sampled mask is its
-    # first `budget` items; final=topk: the logits' order). A token budget stops the draw at its tokens instead
+    # first `budget` items; final=topk: the logits' order; best: the best recorded row's). A token budget stops the
+    # draw at its tokens instead
     order: Optional[np.ndarray] = None
 
 
 def _fingerprint(n: int, budget: int, seed: int, block_id: int, cfg: DataMaskConfig) -> dict:
-    keys = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _RESUME_FREE_KEYS}
+    # final=best returns the best recorded row, so there history_every changes the selection
+    free = _RESUME_FREE_KEYS - {"history_every"} if cfg.final == "best" else _RESUME_FREE_KEYS
+    keys = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in free}
     return {"n": n, "budget": budget, "seed": seed, "block_id": block_id, "sampler": SAMPLER_VERSION, **keys}
 
 
@@ -169,7 +174,8 @@ def run_block(
 
     ``full_order``: also return the final draw as a whole ordering of the block (``BlockResult.order``:
     the sequential Plackett-Luce draw from softmax(L^E) run to the end, or the logits' order with
-    ``final=topk``); the returned mask is its first ``budget`` items. Used by token budgets
+    ``final=topk``, the best recorded row's logits' order with ``final=best``); the returned mask is its first
+    ``budget`` items. Used by token budgets
     (:mod:`curation.selection.tokens`), which stop the draw at a token count instead.
 
     ``unit_rows``: the rows are already ``F.normalize(embeddings, dim=1)`` (PWS and facility location
@@ -235,11 +241,17 @@ def run_block(
     else:
         logits = torch.zeros(n, dtype=torch.float64, device=device)
     start, elapsed_before, rows = 0, 0.0, []
+    # final=best: the logits of the best recorded top-S row (its joint, step): the returned mask is their top-S
+    keep_best = cfg.final == "best"
+    best: dict = {"joint": float("-inf"), "step": -1, "logits": None}
     if cfg.resume and ckpt is not None and ckpt.exists():
         state = _load_checked(ckpt, fingerprint)
         start, elapsed_before, rows = int(state["step"]), float(state["elapsed"]), list(state["history"])
         logits = state["logits"].to(device)
         gen.set_state(state["rng_state"])
+        if keep_best:
+            best = {"joint": float(state["best_joint"]), "step": int(state["best_step"]),
+                    "logits": state["best_logits"].to(device)}
         log.info("block %d: resumed at step %d from %s", block_id, start, ckpt)
 
     log.info(
@@ -268,6 +280,8 @@ def run_block(
             }
         )
         log.debug("block %d step %d: %s", block_id, step, rows[-1])
+        if keep_best and returned is None and rows[-1]["joint"] > best["joint"]:  # the first of equal rows
+            best.update(joint=rows[-1]["joint"], step=step, logits=logits.clone())
         if returned is None:  # the objective so far, to a bar's postfix or an MLflow step metric
             report_values(progress, progress_offset + step, total,
                           {key: rows[-1][key] for key in ("joint", "quality", "diversity")})
@@ -306,6 +320,8 @@ def run_block(
                     "history": rows,
                     "elapsed": elapsed_before + time.perf_counter() - t0,
                     "fingerprint": fingerprint,
+                    **({"best_joint": best["joint"], "best_step": best["step"], "best_logits": best["logits"].cpu()}
+                       if keep_best else {}),
                 },
                 ckpt,
             )
@@ -313,12 +329,14 @@ def run_block(
             progress(progress_offset + done_steps, total)
 
     order = None
+    # final=best ranks by the logits of the best recorded row (its top-S is that row's mask), topk by the last ones
+    ranked = best["logits"] if keep_best and best["logits"] is not None else logits
     if full_order:  # the whole draw, one item after another (the mask is its first `budget` items)
-        order = (torch.argsort(logits, descending=True, stable=True) if cfg.final == "topk"
+        order = (torch.argsort(ranked, descending=True, stable=True) if cfg.final in ("topk", "best")
                  else gumbel_top_k(logits, n, 1, gen)[0])
         local = order[:budget]
-    elif cfg.final == "topk":
-        local = topk_indices(logits, budget)
+    elif cfg.final in ("topk", "best"):
+        local = topk_indices(ranked, budget)
     else:  # Algorithm 1: sample the final mask from softmax(L^E)
         local = gumbel_top_k(logits, budget, 1, gen)[0]
     record(cfg.steps, None, local)
@@ -335,6 +353,7 @@ def run_block(
         "logit_min": float(logits.min()),
         "logit_max": float(logits.max()),
         **policy_health(pd.DataFrame(rows), softmax_entropy(logits), cfg.steps),
+        **({"returned_step": float(best["step"])} if keep_best else {}),
     }
     if info["warned"]:
         log.warning("block %d: %s", block_id, health_message(info, cfg))

@@ -69,16 +69,25 @@ def health_message(info: dict, cfg: DataMaskConfig | None = None) -> str:
                      f"softmax(L) fell below {COLLAPSE_ENTROPY_NATS} nats in the first half of the run (now "
                      f"{info.get('final_entropy', float('nan')):.3g}; the logits span "
                      f"{info.get('logit_max', 0) - info.get('logit_min', 0):.1f} nats), so learning stopped early")
+    # the shortfall is the sample's (final=sample), or the last top-S's below an earlier recorded one (final=topk:
+    # the objective fell late in the run); final=best returns the best recorded mask, never below it
+    final = cfg.final if cfg is not None else "sample"
+    shortfall = f"{100 * info.get('returned_shortfall', 0.0):.1f}%"
+    warn = f"(warn above {100 * RETURNED_SHORTFALL_WARN:g}%)"
     if info.get("below_topk"):
-        parts.append(f"the returned (sampled) mask's objective is {100 * info.get('returned_shortfall', 0.0):.1f}% "
-                     f"below the best top-S mask of the learned logits (warn above {100 * RETURNED_SHORTFALL_WARN:g}%)")
+        parts.append(f"the returned (sampled) mask's objective is {shortfall} below the best top-S mask of the "
+                     f"learned logits {warn}" if final == "sample" else
+                     f"the returned mask (the top-S of the last logits) is {shortfall} below the best top-S mask "
+                     f"recorded during the run {warn}: the objective fell late in the run")
     lr = f" (now {cfg.lr:g})" if cfg is not None else ""
     # one fix per problem, each named by its setting (issue #53: a user read the warning and did not know which to
-    # change): the shortfall is the sample's, the collapse the step size's
+    # change): the shortfall is the final mask's, the collapse the step size's
     fixes = []
     if info.get("below_topk"):
         fixes.append("for the mask, selection.final=topk returns the best top-S of the learned logits (the higher "
-                     "objective; the default samples it, as Algorithm 1 does)")
+                     "objective, the default; selection.final=sample samples it, as Algorithm 1 does)"
+                     if final == "sample" else
+                     "for the mask, selection.final=best returns the best top-S mask recorded during the run")
     if info.get("premature") or not fixes:
         fixes.append(f"for the collapse, a lower selection.lr{lr} keeps the policy learning")
     return "; ".join(parts) + ". Fix: " + "; ".join(fixes) + " (docs/selection.md, 'When the policy collapses')."

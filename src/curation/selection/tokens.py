@@ -249,6 +249,18 @@ def fit_to_tokens(run: Callable[[int], np.ndarray], n_tokens: np.ndarray, budget
     return idx, info
 
 
+class _PilotHealthNote(logging.Filter):
+    """The pilot's policy-health warning as an INFO note: its mask is never returned, it only sets the mask size
+    (issue #53: every "returned (sampled) mask ... below the best top-S" warning of decide's runs, 1.8-14.0%, was a
+    200-step pilot's, read by users as the selection's)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg = "token-budget pilot (sets the mask size only; its mask is not returned): " + str(record.msg)
+        return True
+
+
 def _datamask_to_tokens(quality: np.ndarray, embeddings: Any, counts: np.ndarray, budget_tokens: float, cfg: Any,
                         seed: int, tolerance: float, progress: Optional[Callable[[int, int], None]]
                         ) -> tuple[np.ndarray, pd.DataFrame, dict]:
@@ -264,8 +276,14 @@ def _datamask_to_tokens(quality: np.ndarray, embeddings: Any, counts: np.ndarray
     n = len(quality)
     start = int(np.clip(round(budget_tokens / max(float(counts.mean()), 1e-9)), 1, n - 1))
     pilot_cfg = dataclasses.replace(cfg, steps=max(50, cfg.steps // 10), checkpoint_dir=None)
-    pilot = select("datamask", quality=quality, embeddings=embeddings, budget=start, config=pilot_cfg, seed=seed,
-                   full_order=True)
+    datamask_log = logging.getLogger("curation.selection.datamask")
+    pilot_note = _PilotHealthNote()
+    datamask_log.addFilter(pilot_note)
+    try:
+        pilot = select("datamask", quality=quality, embeddings=embeddings, budget=start, config=pilot_cfg, seed=seed,
+                       full_order=True)
+    finally:
+        datamask_log.removeFilter(pilot_note)
     size = int(np.clip(len(fill_to_tokens(pilot.info["order"], counts, budget_tokens, tolerance)), 1, n - 1))
     log.info("token budget: DataMask pilot at S=%d -> trained mask size S=%d", start, size)
     full = select("datamask", quality=quality, embeddings=embeddings, budget=size, config=cfg, seed=seed,
