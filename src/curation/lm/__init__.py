@@ -12,20 +12,40 @@ that mix two datasets at a ratio, Ultra-FineWeb seeds/002 Sec. 2.2).
     result = train(get_config("tiny"), data, "runs/tiny", on_step=lambda s, m: print(s, m["loss"]))
 """
 
-from curation.lm.config import PRESETS, PretrainConfig, TrainConfig, get_config, parse_config
-from curation.lm.mixing import MixedBatchSampler, MixtureDataset, annealing_steps, loader_from, mixed_loader
-from curation.lm.model import CausalLM, ModelConfig, load_balancing_loss
-from curation.lm.packing import PackedDataset, pack_documents
-from curation.lm.tokenizer import (
-    EOS_TOKEN,
-    TokenizerConfig,
-    build_tokenizer,
-    eos_id,
-    load_tokenizer,
-    save_tokenizer,
-    train_tokenizer,
-)
-from curation.lm.train import TrainResult, evaluate_loss, load_model, lr_at, save_model, train
+from curation.lazy_exports import lazy_exports
+
+# public name -> its module, imported on first use (curation.lazy_exports: what `curate`'s config check
+# imports of this package stays light)
+_LAZY = {
+    "PRESETS": "curation.lm.config",
+    "PretrainConfig": "curation.lm.config",
+    "TrainConfig": "curation.lm.config",
+    "get_config": "curation.lm.config",
+    "parse_config": "curation.lm.config",
+    "MixedBatchSampler": "curation.lm.mixing",
+    "MixtureDataset": "curation.lm.mixing",
+    "annealing_steps": "curation.lm.mixing",
+    "loader_from": "curation.lm.mixing",
+    "mixed_loader": "curation.lm.mixing",
+    "CausalLM": "curation.lm.model",
+    "ModelConfig": "curation.lm.model_config",
+    "load_balancing_loss": "curation.lm.model",
+    "PackedDataset": "curation.lm.packing",
+    "pack_documents": "curation.lm.packing",
+    "EOS_TOKEN": "curation.lm.tokenizer",
+    "TokenizerConfig": "curation.lm.tokenizer",
+    "build_tokenizer": "curation.lm.tokenizer",
+    "eos_id": "curation.lm.tokenizer",
+    "load_tokenizer": "curation.lm.tokenizer",
+    "save_tokenizer": "curation.lm.tokenizer",
+    "train_tokenizer": "curation.lm.tokenizer",
+    "TrainResult": "curation.lm.train",
+    "evaluate_loss": "curation.lm.train",
+    "load_model": "curation.lm.train",
+    "lr_at": "curation.lm.train",
+    "save_model": "curation.lm.train",
+    "train": "curation.lm.train",
+}
 
 __all__ = [
     "EOS_TOKEN",
@@ -57,3 +77,6 @@ __all__ = [
     "train",
     "train_tokenizer",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from curation.configuration import ConfigError, at_least, in_range, one_of, parse_dataclass
-from curation.lm.model import ModelConfig
+from curation.lm.model_config import ModelConfig
 from curation.lm.tokenizer import TokenizerConfig
 
 _MISSING = object()

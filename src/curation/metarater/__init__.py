@@ -19,16 +19,21 @@ cross-validated Spearman rho).
 No Kedro, MLflow or Hydra imports.
 """
 
-from curation.metarater.core import (
-    RegressionConfig,
-    aggregate,
-    dirichlet_weights,
-    fit_regressor,
-    minmax_scale,
-    search_weights,
-    select_top,
-)
-from curation.metarater.sweep import ProxyResult, ProxySweep
+from curation.lazy_exports import lazy_exports
+
+# public name -> its module, imported on first use (curation.lazy_exports: what `curate`'s config check
+# imports of this package stays light)
+_LAZY = {
+    "RegressionConfig": "curation.metarater.core",
+    "aggregate": "curation.metarater.core",
+    "dirichlet_weights": "curation.metarater.core",
+    "fit_regressor": "curation.metarater.core",
+    "minmax_scale": "curation.metarater.core",
+    "search_weights": "curation.metarater.core",
+    "select_top": "curation.metarater.core",
+    "ProxyResult": "curation.metarater.sweep",
+    "ProxySweep": "curation.metarater.sweep",
+}
 
 __all__ = [
     "RegressionConfig",
@@ -41,3 +46,6 @@ __all__ = [
     "ProxyResult",
     "ProxySweep",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -7,10 +7,8 @@ from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
-
-from curation.selection.corpus import top_fraction
-from curation.selection.tokens import prefix_to_tokens
+# scipy.stats and curation.selection are imported where used: `curate`'s config check imports this module (for
+# RegressionConfig), and they cost every command ~2 s.
 
 
 def dirichlet_weights(n: int, m: int, *, alpha: float = 1.0, seed: int = 0) -> np.ndarray:
@@ -46,8 +44,12 @@ def aggregate(scaled: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.asarray(scaled) @ np.asarray(weights).T
 
 
-# Alg. 1 step 3, the top keep_frac by Q_agg: the project's one top-share pick (selection_rule=top_frac).
-select_top = top_fraction
+def select_top(score: np.ndarray, keep_frac: float) -> np.ndarray:
+    """Alg. 1 step 3, the top ``keep_frac`` by Q_agg: the project's one top-share pick
+    (:func:`curation.selection.corpus_budget.top_fraction`; selection_rule=top_frac)."""
+    from curation.selection.corpus_budget import top_fraction
+
+    return top_fraction(score, keep_frac)
 
 
 def domain_token_shares(categories: np.ndarray, lengths: np.ndarray) -> dict[str, float]:
@@ -79,6 +81,8 @@ def select_domain_budget(score: np.ndarray, categories: np.ndarray, lengths: np.
             have = float(cum[-1]) if len(cum) else 0.0
             raise ValueError(f"metarater.domain_proportions: category {name!r} holds {have:,.0f} tokens, less than its "
                              f"share {share:.3f} of the {budget_tokens:,.0f}-token budget; lower its share or keep_frac")
+        from curation.selection.tokens import prefix_to_tokens
+
         chosen.append(order[:prefix_to_tokens(order, lengths, target)])
     return np.sort(np.concatenate(chosen)) if chosen else np.empty(0, dtype=np.int64)
 
@@ -197,6 +201,8 @@ def _split_metrics(model: Any, weights: np.ndarray, losses: np.ndarray, *, train
                    test: np.ndarray, best_iteration: float, min_child_samples: float) -> dict[str, float]:
     predicted = model.predict(weights[test])
     # A constant prediction has no rank order: rho is undefined (NaN), not 0.
+    from scipy.stats import spearmanr
+
     rho = spearmanr(predicted, losses[test]).statistic if len(test) > 2 and np.ptp(predicted) > 0 else float("nan")
     everywhere = model.predict(weights)
     return {

@@ -19,19 +19,25 @@ splits), ``tokens`` (token budgets), ``api`` (``select``); ``corpus`` (named cor
 ``sharded`` (blocks as tasks).
 """
 
-from curation.selection.api import Selection, select
-from curation.selection.config import (
-    DATAMASK_PAPER,
-    BudgetConfig,
-    DataMaskConfig,
-    DvrlConfig,
-    GreedyConfig,
-    RandomConfig,
-    SemDeDupConfig,
-    TopkQualityConfig,
-    parse_selection_config,
-)
-from curation.selection.diagnostics import diagnose, dominance_scores
+from curation.lazy_exports import lazy_exports
+
+# public name -> its module, imported on first use (curation.lazy_exports: what `curate`'s config check
+# imports of this package stays light)
+_LAZY = {
+    "Selection": "curation.selection.api",
+    "select": "curation.selection.api",
+    "DATAMASK_PAPER": "curation.selection.config",
+    "BudgetConfig": "curation.selection.config",
+    "DataMaskConfig": "curation.selection.config",
+    "DvrlConfig": "curation.selection.config",
+    "GreedyConfig": "curation.selection.config",
+    "RandomConfig": "curation.selection.config",
+    "SemDeDupConfig": "curation.selection.config",
+    "TopkQualityConfig": "curation.selection.config",
+    "parse_selection_config": "curation.selection.config",
+    "diagnose": "curation.selection.diagnostics",
+    "dominance_scores": "curation.selection.diagnostics",
+}
 
 __all__ = [
     "DATAMASK_PAPER",
@@ -48,3 +54,6 @@ __all__ = [
     "parse_selection_config",
     "select",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

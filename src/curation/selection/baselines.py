@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from curation.selection.objectives import derive_seed
+from curation.selection.seeds import derive_seed
 
 
 def select_topk_quality(quality: np.ndarray, budget: int) -> np.ndarray:

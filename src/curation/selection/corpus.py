@@ -48,7 +48,6 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import array_digest, config_key, frame_fingerprint, result_cache
-from curation.selection.api import select
 from curation.selection.corpus_budget import (  # re-exported
     BudgetError,
     TokenBudget,
@@ -132,6 +131,7 @@ def select_corpus(
         progress = bar = StepBar(f"pick {spec.method} ({spec.pool} pool)", logger=log)
     try:
         if tokens is None:
+            from curation.selection.api import select  # torch: imported when a pick runs
             result = select(spec.method, quality=quality, embeddings=np.asarray(emb, dtype="float32"),
                             budget=n_select, config=spec.config, seed=seed, progress=progress)
         else:

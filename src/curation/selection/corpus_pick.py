@@ -18,7 +18,6 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 import pandas as pd
 
-from curation.selection.api import select
 from curation.selection.corpus_budget import candidate_pool, resolve_budget, resolve_token_budget
 
 log = logging.getLogger(__name__)
@@ -53,6 +52,7 @@ def run_selection(pruned_scores: pd.DataFrame, pruned_embeddings: np.ndarray, do
     started = time.perf_counter()
     if tokens is None:
         n_select = resolve_budget(budget, len(documents), len(pruned_scores), len(pool))
+        from curation.selection.api import select  # torch: imported when a pick runs
         result = select(method, quality=quality, embeddings=embeddings, budget=n_select, config=config,
                         seed=seed, progress=progress)
     else:

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from curation.cache import config_key
-from curation.selection.api import select
 from curation.selection.budget import kept_by_min_quality
 from curation.selection.corpus_budget import candidate_pool, resolve_budget
 from curation.selection.corpus_pick import _selected_frame, check_score_column
@@ -127,6 +126,7 @@ def run_selection_shards(pruned_scores: Any, pruned_embeddings: Any, documents: 
     else:
         check_scale(method, len(pool), cfg.max_items)
         embeddings = gather_rows(pruned_embeddings, pool)
+        from curation.selection.api import select  # torch: imported when a pick runs
         result = select(method, quality=quality, embeddings=embeddings, budget=n_select, config=cfg, seed=seed,
                         progress=progress)
         del embeddings

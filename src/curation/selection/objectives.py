@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from curation.selection.config import DIVERSITIES, FL_SIMS_DTYPES, UNIT_DIVERSITIES
+from curation.selection.seeds import derive_seed  # noqa: F401  (re-exported: its old home)
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,6 @@ _MAX_REFERENCE_SIMS_BYTES = 1 << 30
 # Integer tables of cos in [-1, 1]: value = round(cos * scale). Rounding is monotone,
 # so max over a set of the rounded values is the rounded max (DataMask's FL step).
 FL_SIMS_SCALE = {"int16": 32767.0, "int8": 127.0}
-
-
-def derive_seed(*parts: int) -> int:
-    """A 63-bit seed derived from integers, stable across processes (for RNG streams)."""
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(2, dtype=np.uint64)[0] >> 1)
 
 
 def _chunk_len(per_mask: int) -> int:

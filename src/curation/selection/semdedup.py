@@ -23,7 +23,7 @@ import numpy as np
 from sklearn.cluster import KMeans
 
 from curation.selection.config import SemDeDupConfig
-from curation.selection.objectives import derive_seed
+from curation.selection.seeds import derive_seed
 
 
 _COLUMNS = 2048

@@ -6,25 +6,27 @@ run per (candidate, ratio) and the default-mix-only annealing per ratio, each
 evaluated). Plain Python/PyTorch: the verification nodes adapt it to Kedro.
 """
 
-from curation.verification.anneal import (
-    anneal_candidates,
-    annealing_length,
-    sample_tokens,
-    schedule_summary,
-    select_candidates,
-    tabulate,
-    train_base,
-)
-from curation.verification.config import (
-    BASE,
-    BASELINE,
-    DEFAULT_MIX,
-    VerificationConfig,
-    format_table8,
-    parse_verification_config,
-    ratio_label,
-    verification_table,
-)
+from curation.lazy_exports import lazy_exports
+
+# public name -> its module, imported on first use (curation.lazy_exports: what `curate`'s config check
+# imports of this package stays light)
+_LAZY = {
+    "anneal_candidates": "curation.verification.anneal",
+    "annealing_length": "curation.verification.anneal",
+    "sample_tokens": "curation.verification.anneal",
+    "schedule_summary": "curation.verification.anneal",
+    "select_candidates": "curation.verification.anneal",
+    "tabulate": "curation.verification.anneal",
+    "train_base": "curation.verification.anneal",
+    "BASE": "curation.verification.config",
+    "BASELINE": "curation.verification.config",
+    "DEFAULT_MIX": "curation.verification.config",
+    "VerificationConfig": "curation.verification.config",
+    "format_table8": "curation.verification.config",
+    "parse_verification_config": "curation.verification.config",
+    "ratio_label": "curation.verification.config",
+    "verification_table": "curation.verification.config",
+}
 
 __all__ = [
     "BASE",
@@ -43,3 +45,6 @@ __all__ = [
     "train_base",
     "verification_table",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
