@@ -137,3 +137,30 @@ def test_the_fit_on_a_worker_pool_equals_the_fit_in_the_driver(plain_scored, tmp
     for name in [n for n in r1 if n.endswith("_importance")]:
         assert np.array_equal(r1[name].log_diff, r2[name].log_diff), name
     assert any(n.endswith("_importance") for n in r1)  # DSIR's raw side came from the pool
+
+
+@pytest.mark.slow  # ~20 s: two scorings, one on a worker pool
+def test_scoring_on_a_worker_pool_scores_each_document_once_with_the_same_result(plain_scored, tmp_path):
+    """On two workers every shard lies in the fit sample: the sample pass scores it with every rater, reading the
+    DSIR features the raw-count pass kept, and the scoring pass only merges. Same scores and counts, bit for bit,
+    as one process that scores the sample for the merge and every document again."""
+    from curation.embedding import make_embedder
+    from curation.scoring.sharded import score_shards
+    from curation.shards import EngineConfig
+    from tests.scoring.conftest import write_shards
+
+    plain, _ = plain_scored
+    embedder = make_embedder(_default_embedding())
+    vectors = embedder.encode(plain["text"].tolist()).embeddings
+    documents = write_shards(plain, tmp_path / "documents", 4)
+    embeddings = write_shards(vectors, tmp_path / "embeddings", 4, stage="embedding", aligned_with=documents.fingerprint)
+    results = {workers: score_shards(documents, embeddings, ScoringConfig(), tmp_path / f"stage-w{workers}",
+                                     EngineConfig(workers=workers, progress=False), embedder=embedder)
+               for workers in (1, 2)}
+    one, two = results[1], results[2]
+    for name in documents.names:
+        pd.testing.assert_frame_equal(one.scores.read(name), two.scores.read(name))
+    assert two.metrics["fit/rows_scored_once"] == two.metrics["fit/dsir_rows_hashed_once"] == len(plain)
+    assert one.metrics["fit/rows_scored_once"] == 0 and "fit/dsir_rows_hashed_once" not in one.metrics
+    counts = [k for k in one.metrics if k.endswith(("/total", "/empty_text", "/nan_score", "/nan_quality"))]
+    assert counts and {k: two.metrics[k] for k in counts} == {k: one.metrics[k] for k in counts}

@@ -267,13 +267,15 @@ def _columns(cfg: ScoringConfig, raters: dict[str, Any]) -> list[str]:
 
 
 def apply_scoring(frame: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig, raters: dict[str, Any],
-                  merge: MergeMap | None, *, only: set[str] | None = None) -> tuple[pd.DataFrame, dict[str, float]]:
+                  merge: MergeMap | None, *, only: set[str] | None = None,
+                  dsir_features: Any = None) -> tuple[pd.DataFrame, dict[str, float]]:
     """Score the rows of ``frame`` (``id``, ``text``) with fitted ``raters`` and ``merge``.
 
     Per document, so any batch (a shard, a frame) gives the same rows. Returns ``id`` + one
     column per score (+ ``<c>_0_5`` and ``quality`` with a merge map) and the bad-input counts
     and timings (``<rater>/total``, ``/empty_text``, ``/nan_score`` ...; they add up across
-    batches). ``only``: compute just these score columns (the fit's merge sample).
+    batches). ``only``: compute just these score columns (the fit's merge sample). ``dsir_features``: the rows'
+    DSIR hashed n-gram counts (:meth:`DSIRImportance.features` of ``cfg.dsir.model``), when a caller has them.
     """
     frame = frame.reset_index(drop=True)
     texts = frame["text"].tolist()
@@ -312,7 +314,11 @@ def apply_scoring(frame: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scori
         _log_counts(counts, name, c)
     dsir = [n for n in raters if n.endswith("_importance") and n in wanted]
     if dsir:
-        if texts:
+        if dsir_features is not None:
+            if dsir_features.shape[0] != len(frame):
+                raise ValueError(f"dsir_features has {dsir_features.shape[0]} rows for {len(frame)} documents")
+            z = dsir_features
+        elif texts:
             z = timed("dsir/features", lambda: DSIRImportance(cfg.dsir.model).features(texts))
         else:  # an empty shard (sklearn's hashing refuses an empty input)
             from scipy.sparse import csr_matrix

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from curation.cache import atomic_folder
+from curation.cache import atomic_folder, atomic_write
 from curation.scoring.config import ScoringConfig
 from curation.scoring.merge import MergeMap
 from curation.scoring.run import apply_scoring, fit_scoring, needs_embeddings
@@ -129,29 +129,55 @@ def _sample_rows(frame: pd.DataFrame, emb: np.ndarray | None, threshold: int | N
     return frame[mask].reset_index(drop=True), (None if emb is None else emb[mask])
 
 
-def dsir_counts_shard(loaded, name: str, *, threshold: int | None, model: dict) -> ShardResult:
-    """DSIR's raw-side bucket counts of one shard's sample rows (a (1, buckets) array)."""
+def dsir_counts_shard(loaded, name: str, *, threshold: int | None, model: dict,
+                      keep_features: str | None = None) -> ShardResult:
+    """DSIR's raw-side bucket counts of one shard's sample rows (a (1, buckets) array). ``keep_features``: a
+    folder where the hashed n-gram counts of a shard wholly in the sample are kept for the sample's scoring pass
+    (:func:`components_shard`), which would otherwise hash every document again."""
     from curation.scoring.dsir import DSIRConfig, DSIRImportance
 
     frame, _ = _sample_rows(loaded[0], None, threshold)
     hasher = DSIRImportance(DSIRConfig(**model))
-    counts = np.asarray(hasher.features(frame["text"].tolist()).sum(axis=0)).reshape(1, -1) if len(frame) else \
-        np.zeros((1, hasher.cfg.buckets))
-    return ShardResult({"counts": counts}, {"rows": len(frame)})
+    if not len(frame):
+        return ShardResult({"counts": np.zeros((1, hasher.cfg.buckets))}, {"rows": 0})
+    z = hasher.features(frame["text"].tolist())
+    if keep_features is not None and len(frame) == len(loaded[0]):
+        from scipy.sparse import save_npz
+
+        folder = Path(keep_features)
+        folder.mkdir(parents=True, exist_ok=True)
+        def write(path: Path) -> None:
+            with open(path, "wb") as handle:  # a file, not a name: save_npz would add ".npz" to the temporary name
+                save_npz(handle, z, compressed=False)
+
+        atomic_write(folder / f"{name}.npz", write)
+    return ShardResult({"counts": np.asarray(z.sum(axis=0)).reshape(1, -1)}, {"rows": len(frame)})
+
+
+def _kept_features(folder: str | None, name: str, rows: int):
+    """Shard ``name``'s DSIR features kept by :func:`dsir_counts_shard` (None: not kept, or not ``rows`` rows)."""
+    if folder is None or not (Path(folder) / f"{name}.npz").is_file():
+        return None
+    from scipy.sparse import load_npz
+
+    z = load_npz(Path(folder) / f"{name}.npz").tocsr()
+    return z if z.shape[0] == rows else None
 
 
 ALL_RATERS = "scored_by_every_rater"  # stat of a components shard that holds every rater's scores of every row
 
 
 def components_shard(loaded, name: str, *, threshold: int | None, raters_dir: str, cfg: ScoringConfig,
-                     columns: tuple[str, ...]) -> ShardResult:
+                     columns: tuple[str, ...], dsir_features: str | None = None) -> ShardResult:
     """The merge components (``columns``) of one shard's sample rows. A shard wholly in the sample (a corpus
     smaller than ``fit_sample_docs``: every shard) is scored by every rater instead, and the scoring pass
     reuses that (:func:`score_shard`): the dearest raters ran twice on every document of a small corpus."""
     frame, emb = _sample_rows(*loaded, threshold)
     whole = len(frame) == len(loaded[0])
+    kept = _kept_features(dsir_features, name, len(frame)) if whole else None
     scores, counts = apply_scoring(frame, emb, cfg, _raters_in(raters_dir), None,
-                                   only=None if whole else set(columns))
+                                   only=None if whole else set(columns), dsir_features=kept)
+    counts["fit/dsir_rows_hashed_once"] = 0 if kept is None else len(frame)  # the raw-count pass's features reused
     return ShardResult({"components": scores}, {**(counts if whole else {}), "rows": len(scores),
                                                 ALL_RATERS: int(whole)})
 
@@ -178,7 +204,8 @@ class SamplePasses:
     def dsir_raw_counts(self, hasher) -> np.ndarray:
         from dataclasses import asdict
 
-        parts = self._run(partial(dsir_counts_shard, threshold=self.threshold, model=asdict(hasher.cfg)), "counts",
+        parts = self._run(partial(dsir_counts_shard, threshold=self.threshold, model=asdict(hasher.cfg),
+                                  keep_features=str(self.work / "dsir_features")), "counts",
                           "array", self.work / "dsir_counts", False, "scoring fit: DSIR raw counts")
         return np.sum(np.concatenate(parts), axis=0)
 
@@ -188,7 +215,8 @@ class SamplePasses:
         raters_dir = self.work / "raters"
         save_raters(raters, raters_dir, None)
         parts = self._run(partial(components_shard, threshold=self.threshold, raters_dir=str(raters_dir),
-                                  cfg=self.cfg, columns=tuple(columns)), "components", "frame",
+                                  cfg=self.cfg, columns=tuple(columns), dsir_features=str(self.work / "dsir_features")),
+                          "components", "frame",
                           self.work / "components", True, "scoring fit: merge components")
         return pd.concat(parts, ignore_index=True)[["id", *columns]]
 
