@@ -20,6 +20,7 @@ finished shards are skipped (:func:`curation.shards.run_shards`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -73,6 +74,10 @@ def _load_inputs(doc_root: str, emb_root: str | None, name: str) -> tuple[pd.Dat
     return frame, emb
 
 
+def _load_ids(doc_root: str, name: str) -> tuple[pd.DataFrame, None]:
+    return pd.read_parquet(ShardWriter(doc_root, "frame").shard_path(name), columns=["id"]), None
+
+
 def score_shard(loaded: tuple[pd.DataFrame, np.ndarray | None], name: str, *, fit_dir: str,
                 cfg: ScoringConfig, scored_by_fit: str | None = None) -> ShardResult:
     """The ``scores`` shard of one document shard (and its embedding shard).
@@ -83,6 +88,9 @@ def score_shard(loaded: tuple[pd.DataFrame, np.ndarray | None], name: str, *, fi
     frame, emb = loaded
     raters, merge = load_fitted(fit_dir)
     raw = _scored_by_fit(scored_by_fit, name, frame)
+    if raw is None and "text" not in frame.columns:
+        raise RuntimeError(f"scoring: shard {name}'s scores from the fit's pass do not hold its documents' ids in "
+                           "order (was the documents folder rewritten during the run?); re-run the scoring stage")
     if raw is None:
         scores, counts = apply_scoring(frame, emb, cfg, raters, merge)
     else:
@@ -349,6 +357,13 @@ def score_shards(documents: ShardedDataset, embeddings: ShardedDataset | None, c
         passes = sample_passes_folder(fit_dir, clean=False) / "components"
         emb_root = str(embeddings.root) if embeddings is not None and needs_embeddings(cfg) else None
         tasks = [ShardTask(n, partial(_load_inputs, str(documents.root), emb_root, n)) for n in documents.names]
+        scored = ShardWriter(passes, "frame")
+        if engine is not None and all(scored.is_complete(n) and scored.stats(n).get(ALL_RATERS)
+                                      for n in documents.names):
+            # the fit's pass scored every document: what is left is a merge per shard, here (no pool to start),
+            # reading only the ids the scores are checked against
+            tasks = [ShardTask(n, partial(_load_ids, str(documents.root), n)) for n in documents.names]
+            engine = dataclasses.replace(engine, workers=1) if engine.engine == "local" else engine
         try:
             run_shards(partial(score_shard, fit_dir=str(fit_dir), cfg=cfg,
                                scored_by_fit=str(passes) if passes.is_dir() else None),
