@@ -122,4 +122,4 @@ def test_datamask_paper_preset_is_the_papers_recipe(tmp_path):
     assert composed == parse_selection_config("datamask", DATAMASK_PAPER)
     # the project's default differs from the paper exactly in these knobs (docs/selection.md says so)
     default = dataclasses.asdict(DataMaskConfig())
-    assert {k for k, v in paper.items() if default[k] != v} == {"lam", "standardize", "init", "steps", "final"}
+    assert {k for k, v in paper.items() if default[k] != v} == {"lam", "standardize", "init", "steps"}

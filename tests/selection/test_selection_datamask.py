@@ -438,8 +438,8 @@ def test_health_message_says_what_collapsed_and_what_to_do():
     info = {"premature": 1.0, "collapse_step": 40.0, "final_entropy": 0.123456, "logit_max": 7.5, "logit_min": -2.25,
             "below_topk": 1.0, "returned_shortfall": 0.0234}
     where = " (docs/selection.md, 'When the policy collapses')."
-    mask = ("for the mask, selection.final=topk returns the best top-S of the learned logits (the higher objective, "
-            "the default; selection.final=sample samples it, as Algorithm 1 does)")
+    mask = ("for the mask, selection.final=topk returns the best top-S of the learned logits (the higher objective; "
+            "the default samples it, as Algorithm 1 does)")
     lower = "for the collapse, a lower selection.lr{lr} keeps the policy learning"
     collapse = ("the DataMask policy collapsed at step 40: the entropy of softmax(L) fell below 0.5 nats in the first "
                 "half of the run (now 0.123; the logits span 9.8 nats), so learning stopped early")

@@ -85,7 +85,7 @@ def health_message(info: dict, cfg: DataMaskConfig | None = None) -> str:
     fixes = []
     if info.get("below_topk"):
         fixes.append("for the mask, selection.final=topk returns the best top-S of the learned logits (the higher "
-                     "objective, the default; selection.final=sample samples it, as Algorithm 1 does)"
+                     "objective; the default samples it, as Algorithm 1 does)"
                      if final == "sample" else
                      "for the mask, selection.final=best returns the best top-S mask recorded during the run")
     if info.get("premature") or not fixes:
