@@ -7,8 +7,10 @@ from typing import Any
 
 import pandas as pd
 
-from curation.evaluation.runs import run_evaluation
-from curation.lm.checkpoint import LMCheckpoint
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch: imported by the node when it runs, not when `curate` lists the pipelines
+    from curation.lm.checkpoint import LMCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +20,8 @@ def evaluate_checkpoint(
 ) -> tuple[dict[str, float], pd.DataFrame]:
     """``eval_metrics`` (``<task>_<metric>``, ability averages, ``average``) and ``eval_table``
     (task, ability, metric, value, chance, items; unavailable tasks with the reason)."""
+    from curation.evaluation.runs import run_evaluation
+
     metrics, table = run_evaluation(lm_checkpoint, eval, cache)
     log.info("average %.4f over %d tasks", metrics["average"], int(metrics["eval_tasks"]))
     return metrics, table

@@ -9,17 +9,17 @@ stage by content in ``cache.dir``; ``cache.enabled=false`` recomputes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import tokenizers
 
-from curation.lm import PackedDataset, parse_config
-from curation.lm.cached import cached_tokenizer, pretrain as pretrain_lm, tokenize_texts
-from curation.lm.checkpoint import LMCheckpoint
-from curation.lm.config import parse_dataclass
-from curation.selection.corpus import SELECTION, CorpusSpec, corpus_documents
+from curation.lm.config import parse_config, parse_dataclass
+
+if TYPE_CHECKING:  # torch: imported by the nodes when they run, not when `curate` lists the pipelines
+    from curation.lm import PackedDataset
+    from curation.lm.checkpoint import LMCheckpoint
 
 
 def select_named_corpus(
@@ -34,6 +34,8 @@ def select_named_corpus(
     cache: dict[str, Any],
 ) -> tuple[pd.DataFrame, dict[str, float]]:
     """``table2.corpus`` of ``table2.corpora`` (DATAMASK Table 2 rows) -> its documents and metrics."""
+    from curation.selection.corpus import SELECTION, CorpusSpec, corpus_documents
+
     name = table2["corpus"]
     corpora = table2["corpora"]
     if name not in corpora:
@@ -51,6 +53,8 @@ def train_tokenizer(
 ) -> tuple[tokenizers.Tokenizer, dict[str, float]]:
     """Byte-level BPE on the first ``pretrain.tokenizer.max_docs`` ingested documents (all when null),
     or the shipped ``pretrain.tokenizer.path``; cached by the texts and the tokenizer config."""
+    from curation.lm.cached import cached_tokenizer
+
     return cached_tokenizer(documents, parse_config(pretrain).tokenizer, cache)
 
 
@@ -60,6 +64,8 @@ def tokenize_selection(
     """Pack the selection's ``text`` column as ``pretrain.train.seq_len`` windows."""
     if "text" not in selected_documents.columns:
         raise KeyError("selected_documents has no 'text' column")
+    from curation.lm.cached import tokenize_texts
+
     return tokenize_texts(selected_documents["text"].tolist(), lm_tokenizer, parse_config(pretrain).train.seq_len)
 
 
@@ -68,4 +74,6 @@ def pretrain_model(
 ) -> tuple[LMCheckpoint, pd.DataFrame, dict[str, float]]:
     """Train ``pretrain.model`` for ``pretrain.train`` on the packed selection (:func:`curation.lm.cached.pretrain`):
     the checkpoint, the per-step history and the run's metrics."""
+    from curation.lm.cached import pretrain as pretrain_lm
+
     return pretrain_lm(lm_tokens, lm_tokenizer, parse_config(pretrain), cache)

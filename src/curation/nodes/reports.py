@@ -9,7 +9,6 @@ from typing import Any
 import pandas as pd
 
 from curation.paths import project_root
-from curation.reporting.registry import build_report, registry
 from curation.tracking.report_runs import fetch_runs
 from curation.tracking.store import resolve_uri
 
@@ -20,6 +19,8 @@ def collect_runs(report: dict[str, Any], tracking: dict[str, Any], run: dict[str
                  ) -> tuple[pd.DataFrame, dict, dict, dict[str, float]]:
     """The runs of ``report.experiment`` recorded in this run's namespace (``run.namespace``, its sweeps'
     jobs included), with the histories and table artifacts its builder declares."""
+    from curation.reporting.registry import registry  # scipy.stats, matplotlib: when the node runs
+
     name = report.get("experiment")
     known = registry()
     if not name:
@@ -44,6 +45,8 @@ def write_report(runs: pd.DataFrame, histories: dict, tables: dict, report: dict
     """Markdown, the table (this run), the paper's table (empty when the paper gives none), the
     figures, the list of runs the report was built from, and the pairwise decisions (a note row
     where the artefact compares no trained corpora)."""
+    from curation.reporting.registry import build_report
+
     name = report["experiment"]
     result = build_report(name, runs, histories, tables)
     scale = report.get("scale_note") or "reduced scale, 2 CPU cores"

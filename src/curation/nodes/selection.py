@@ -14,7 +14,6 @@ from curation.reporting.plots import (
     plot_quality_diversity_heatmap,
     plot_selection_map,
 )
-from curation.selection import diagnose
 from curation.selection.corpus import candidate_pool, run_selection_shards, selection_key
 from curation.selection.progress import StepBar
 from curation.selection.sharded import diagnosis_sample, gather_rows, read_ids, read_quality
@@ -86,6 +85,7 @@ def describe_selection(
         raise ValueError(f"describe_selection: {len(selected_ids) - len(indices)} selected ids are not among the "
                          "candidates of pruned_scores: selected_ids is stale; re-run `curate pipeline=selection`")
     stats = document_stats.set_index("id").reindex(ids)
+    from curation.selection.diagnostics import diagnose  # torch: when the node runs
     metrics = diagnose(embeddings, quality, indices, lengths=stats["n_words"].to_numpy(dtype="float64"),
                        sources=stats["source"].astype("string").fillna("unknown").to_numpy(), seed=seed)
     metrics = {f"selected_{k}".replace("/", "_"): float(v) for k, v in metrics.items()}

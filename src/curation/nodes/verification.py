@@ -6,18 +6,18 @@ The experiment lives in :mod:`curation.verification`; these adapt it to the cata
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import tokenizers
 
-from curation.lm import PackedDataset, parse_config
-from curation.lm.checkpoint import LMCheckpoint
-from curation.reporting.plots import plot_verification_deltas
-from curation.verification import anneal_candidates as anneal, format_table8, parse_verification_config
-from curation.verification import select_candidates, tabulate, train_base
-from curation.verification.anneal import pack_candidates
+from curation.lm.config import parse_config
+from curation.verification.config import format_table8, parse_verification_config
+
+if TYPE_CHECKING:  # torch: imported by the nodes when they run, not when `curate` lists the pipelines
+    from curation.lm import PackedDataset
+    from curation.lm.checkpoint import LMCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,8 @@ def select_verification_candidates(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``verification_candidates`` (columns ``candidate``, ``id``: every candidate corpus and the default
     mix) and ``verification_candidates_table`` (documents and characters per corpus)."""
+    from curation.verification.anneal import select_candidates
+
     return select_candidates(documents, scores, embeddings, pruned_scores, pruned_embeddings, selected_documents,
                              parse_verification_config(verification), budget, int(run["seed"]), cache)
 
@@ -39,6 +41,8 @@ def tokenize_verification_corpora(
 ) -> tuple[dict[str, PackedDataset], dict[str, float]]:
     """Pack the default mix and each candidate (``{name: PackedDataset}``), documents in corpus order; each
     candidate cut to a seeded ``verification.candidate_tokens`` sample (its verification data, App. A)."""
+    from curation.verification.anneal import pack_candidates
+
     cfg = parse_verification_config(verification)
     return pack_candidates(documents, verification_candidates, verification_tokenizer,
                            parse_config(pretrain).train.seq_len, cfg.candidate_tokens, cfg.seed)
@@ -49,6 +53,8 @@ def train_verification_base(
     pretrain: dict[str, Any], verification: dict[str, Any], cache: dict[str, Any]
 ) -> tuple[LMCheckpoint, pd.DataFrame, dict[str, float]]:
     """The WSD base model on the default mix (:func:`curation.verification.train_base`)."""
+    from curation.verification.anneal import train_base
+
     return train_base(verification_tokens, verification_tokenizer, parse_config(pretrain),
                       parse_verification_config(verification), cache)
 
@@ -59,6 +65,8 @@ def anneal_candidates(
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """``verification_results`` (run, dataset, ratio, task, metric, value), ``verification_anneal_history``
     (step + one loss column per run) and metrics (:func:`curation.verification.anneal_candidates`)."""
+    from curation.verification.anneal import anneal_candidates as anneal
+
     return anneal(verification_base, verification_tokens, parse_config(pretrain),
                   parse_verification_config(verification), eval, cache)
 
@@ -67,6 +75,9 @@ def tabulate_verification(verification_results: pd.DataFrame) -> tuple[pd.DataFr
     """``verification_table`` (Table 8 analogue, percent; ``delta_*`` in points vs the default-mix-only
     annealing at the same ratio), ``verification_metrics`` (``<candidate>_<ratio>_delta_average`` ...)
     and ``verification_plot`` (per-task deltas)."""
+    from curation.reporting.plots import plot_verification_deltas
+    from curation.verification.anneal import tabulate
+
     table, metrics, candidates, tasks = tabulate(verification_results)
     log.info("efficient verification (Table 8 analogue):\n%s", format_table8(table))
     return table, metrics, plot_verification_deltas(candidates, tasks)
