@@ -86,7 +86,6 @@ def describe_selection(
                          "candidates of pruned_scores: selected_ids is stale; re-run `curate pipeline=selection`")
     stats = document_stats.set_index("id").reindex(ids)
     from curation.selection.diagnostics import diagnose  # torch: when the node runs
-
     metrics = diagnose(embeddings, quality, indices, lengths=stats["n_words"].to_numpy(dtype="float64"),
                        sources=stats["source"].astype("string").fillna("unknown").to_numpy(), seed=seed)
     metrics = {f"selected_{k}".replace("/", "_"): float(v) for k, v in metrics.items()}
