@@ -1,5 +1,5 @@
 """``python -m curation <hydra overrides>`` is ``curate``."""
 
-from curation.hydra_app import main
+from curation.hydra_app import cli
 
-main()
+cli()

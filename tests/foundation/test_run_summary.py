@@ -254,3 +254,24 @@ def test_sweep_summary_puts_the_swept_parameters_first_and_reads_old_stores():
     assert key_metric_columns(old) == ["metrics.selected_quality_mean", "metrics.pipeline_seconds"]
     flat = with_flat_columns(children)
     assert list(flat["metrics.selected_quality_mean"]) == [9.0, 8.0] and "metrics.selection/selected_quality_mean" in flat
+
+
+def test_the_datamask_warning_names_one_fix_per_problem_for_the_final_mask_in_use():
+    """The summary's WARNING names the setting that fixes each problem, as the log's warning does: the sampled
+    mask's shortfall -> final=topk; the last top-S's (final=topk) -> final=best; an early collapse -> a lower lr."""
+    from curation.tracking.summary import RunRecord, build_sections
+
+    def warning(final: str, below: float, premature: float) -> str:
+        run = {"budget_docs": 50.0, "candidates": 381.0, "selection_seconds": 1.0, "info_blocks_warned": 1.0,
+               "info_blocks_below_topk": below, "info_blocks_premature": premature, "info_n_blocks": 1.0,
+               "info_returned_shortfall_max": 0.05, "info_final_entropy_min": 0.1}
+        record = RunRecord(["selection"], {"selection": {"method": "datamask", "final": final}},
+                           {"selection_run_metrics": run})
+        return dict(next(s for s in build_sections(record) if s.title.startswith("selection")).rows)["WARNING"]
+
+    assert warning("sample", 1.0, 0.0).endswith("Fix: selection.final=topk returns the learned top-S "
+                                                 "(docs/selection.md)")
+    assert "selection.final=best" in warning("topk", 1.0, 0.0) and "final=topk" not in warning("topk", 1.0, 0.0)
+    both = warning("sample", 1.0, 1.0)
+    assert "selection.final=topk" in both and "a lower selection.lr" in both
+    assert "final=" not in warning("sample", 0.0, 1.0)

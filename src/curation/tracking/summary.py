@@ -250,9 +250,16 @@ def _selection(run: dict[str, float], diag: dict[str, float], selection: Mapping
             what.append(f"policy collapsed early (entropy {_num(run.get('info_final_entropy_min'))} nats)")
         if run.get("info_blocks_below_topk", 0) > 0:
             what.append(f"returned mask {100 * run.get('info_returned_shortfall_max', 0.0):.1f}% below the best top-S")
+        # one fix per problem, named by its setting, as the log's warning (datamask_health.health_message) does
+        fixes = []
+        if run.get("info_blocks_below_topk", 0) > 0:
+            fixes.append("selection.final=topk returns the learned top-S" if selection.get("final", "sample") ==
+                         "sample" else "selection.final=best returns the best top-S recorded during the run")
+        if run.get("info_blocks_premature", 0) > 0:
+            fixes.append("a lower selection.lr avoids the collapse")
         section.rows.append(("WARNING", f"{', '.join(what)} in {_num(run['info_blocks_warned'])} of "
-                                        f"{_num(run.get('info_n_blocks', 1))} blocks: selection.final=topk returns "
-                                        "the top-S; a lower selection.lr avoids the collapse (docs/selection.md)"))
+                                        f"{_num(run.get('info_n_blocks', 1))} blocks. Fix: {'; '.join(fixes)} "
+                                        "(docs/selection.md)"))
     elif run.get("info_blocks_collapsed", 0) > 0:
         section.rows.append(("note", f"entropy of softmax(L) {_num(run.get('info_final_entropy_min'))} nats at the "
                                      f"end; the returned mask is within "
