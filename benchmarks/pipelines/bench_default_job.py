@@ -71,17 +71,35 @@ def run_once(tree: Path, cache: Path) -> dict:
             **{f"node_{k}": v for k, v in sorted(node_seconds(store.group(1), run_id[-1]).items())}}
 
 
+COMMENT = ("default job (curate, all 16,513 bundled documents, empty result cache, raters and embedder built), trees "
+           "interleaved; seconds = whole command; node_* = MLflow time/<node>")
+
+
+def previous_rows() -> list[dict]:
+    """The rows already in the CSV (earlier runs), its ``#`` comment line skipped."""
+    import csv
+
+    if not CSV.is_file():
+        return []
+    with CSV.open() as handle:
+        return [{k: bench._number(v) for k, v in row.items()}
+                for row in csv.DictReader(line for line in handle if not line.startswith("#"))]
+
+
 def plot(rows: list[dict], path: Path) -> None:
-    labels = list(dict.fromkeys(r["label"] for r in rows))
-    nodes = sorted({k for r in rows for k in r if k.startswith("node_") and r[k] != ""},
-                   key=lambda k: -max(float(r[k]) for r in rows if r.get(k, "") != ""))[:8]
+    labels = list(dict.fromkeys(f"{r['label']}\n{r['commit']}" for r in rows))
+    for r in rows:
+        r["label"] = f"{r['label']}\n{r['commit']}"
+    nodes = sorted({k for r in rows for k in r if k.startswith("node_") and k != "node_pipeline_seconds"
+                    and r[k] != ""}, key=lambda k: -max(float(r[k]) for r in rows if r.get(k, "") != ""))[:8]
     with bench.figure(path, 1, 2, figsize=(12, 4.5)) as (fig, axes):
         for i, label in enumerate(labels):
             cells = [r for r in rows if r["label"] == label]
             axes[0].scatter([i] * len(cells), [float(r["seconds"]) for r in cells], label=label)
             bottom = 0.0
+            timed = [r for r in cells if r.get("node_pipeline_seconds", "") != ""] or cells
             for j, node in enumerate(nodes):
-                mean = sum(float(r.get(node) or 0) for r in cells) / len(cells)
+                mean = sum(float(r.get(node) or 0) for r in timed) / len(timed)
                 axes[1].bar(i, mean, bottom=bottom, color=f"C{j}", label=node[5:] if i == 0 else None)
                 bottom += mean
         axes[0].axhline(60, color="grey", ls="--", label="goal 60 s")
@@ -94,7 +112,11 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> None:
-    args = bench.parser(__doc__, repeats=3, trees=f"current={bench.ROOT}", note="").parse_args()
+    args = bench.parser(__doc__, repeats=3, trees=f"current={bench.ROOT}", note="",
+                        plot_only=(False, "redraw the PNG from the CSV")).parse_args()
+    if args.plot_only:
+        rows = previous_rows()
+        return plot(rows, CSV.with_suffix(".png"))
     trees = [(label, Path(path)) for label, path in (t.split("=", 1) for t in args.trees.split(","))]
     commits = {label: commit_of(tree) for label, tree in trees}
     rows = []
@@ -109,9 +131,7 @@ def main() -> None:
                 print({k: row[k] for k in ("label", "seconds", "summary_seconds", "load_before", "load_after")},
                       flush=True)
                 rows.append(row)
-    bench.write_result(rows, CSV, plot=plot, append=True,
-                       comment="default job (curate, all 16,513 bundled documents, empty result cache, raters and "
-                               "embedder built), trees interleaved; seconds = whole command; node_* = MLflow time/<node>")
+    bench.write_result(previous_rows() + rows, CSV, plot=plot, comment=COMMENT)
     for label, _ in trees:
         cells = [float(r["seconds"]) for r in rows if r["label"] == label]
         print(f"{label}: median {sorted(cells)[len(cells) // 2]} s over {len(cells)} runs", flush=True)
