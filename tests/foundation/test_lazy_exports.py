@@ -42,3 +42,21 @@ def test_every_public_name_resolves_to_its_module():
                "    assert set(m.__all__) <= set(dir(m))\n"
                "print(bad)")
     assert out == "[]"
+
+
+def test_every_node_functions_type_hints_resolve_without_torch():
+    """Kedro reads every node's type hints when a run starts (its typed-parameter check); a hint that names a class
+    imported only for type checkers printed 'Could not extract type hints from function ...' on every run."""
+    out = _run("import importlib, pkgutil, sys, typing\n"
+               "import curation.nodes as nodes\n"
+               "bad = []\n"
+               "for info in pkgutil.iter_modules(nodes.__path__):\n"
+               "    m = importlib.import_module(f'curation.nodes.{info.name}')\n"
+               "    for f in vars(m).values():\n"
+               "        if callable(f) and not isinstance(f, type) and getattr(f, '__module__', '') == m.__name__:\n"
+               "            try:\n"
+               "                typing.get_type_hints(f)\n"
+               "            except Exception as err:\n"
+               "                bad.append(f'{m.__name__}.{f.__name__}: {err}')\n"
+               "print(bad, 'torch' in sys.modules)")
+    assert out == "[] False"

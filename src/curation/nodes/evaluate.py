@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from typing import TYPE_CHECKING
-
 if TYPE_CHECKING:  # torch: imported by the node when it runs, not when `curate` lists the pipelines
     from curation.lm.checkpoint import LMCheckpoint
+else:  # Kedro reads every node's type hints when a run starts: they must resolve without torch
+    LMCheckpoint = Any
 
 log = logging.getLogger(__name__)
 

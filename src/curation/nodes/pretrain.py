@@ -20,6 +20,8 @@ from curation.lm.config import parse_config, parse_dataclass
 if TYPE_CHECKING:  # torch: imported by the nodes when they run, not when `curate` lists the pipelines
     from curation.lm import PackedDataset
     from curation.lm.checkpoint import LMCheckpoint
+else:  # Kedro reads every node's type hints when a run starts: they must resolve without torch
+    PackedDataset = LMCheckpoint = Any
 
 
 def select_named_corpus(

@@ -18,6 +18,8 @@ from curation.verification.config import format_table8, parse_verification_confi
 if TYPE_CHECKING:  # torch: imported by the nodes when they run, not when `curate` lists the pipelines
     from curation.lm import PackedDataset
     from curation.lm.checkpoint import LMCheckpoint
+else:  # Kedro reads every node's type hints when a run starts: they must resolve without torch
+    PackedDataset = LMCheckpoint = Any
 
 log = logging.getLogger(__name__)
 
