@@ -110,7 +110,7 @@ def one_cell(emb, q, budget, recipe, lam, seed, cfg, check: bool) -> list[dict]:
             if abs(got - finals[name]["joint"]) > 1e-9 * max(1.0, abs(got)):
                 raise AssertionError(f"{recipe} lam {lam} seed {seed}: final={name} returned joint {got!r}, the "
                                      f"shared run's history says {finals[name]['joint']!r}")
-            checked[name] = "run alone, equal"
+            checked[name] = "own run, equal"
     best = finals["best"]["joint"]
     f_random = random_joint(*block_objective(emb, q, cfg, seed), budget)
     rows = []
@@ -121,7 +121,7 @@ def one_cell(emb, q, budget, recipe, lam, seed, cfg, check: bool) -> list[dict]:
                      "n": len(q), "budget": budget, **f, "random_joint": f_random,
                      "shortfall_vs_best": (best - f["joint"]) / max(abs(best), 1e-12),
                      "gain_lost_vs_best": (best - f["joint"]) / max(best - f_random, 1e-12),
-                     "wall_s": wall.get(name, wall["sample"]), "timed": "alone" if name in wall else "shared run",
+                     "wall_s": wall.get(name, wall["sample"]), "timed": "own run" if name in wall else "shared run",
                      "check": checked.get(name, ""), "final_entropy": sel.info["final_entropy_min"],
                      "load": bench.loadavg3()})
     print(f"[{recipe} lam {rows[0]['lam']} seed {seed}] {wall['sample']:.1f} s, load {bench.loadavg3()}: "
@@ -208,7 +208,7 @@ def token_cells(emb, q, n_tokens, budget_tokens, recipe, lam, seed, cfg) -> list
              "seed": seed, "final": name, "n": len(q), "budget_tokens": budget_tokens, **scored[name],
              "shortfall_vs_best": (best - scored[name]["joint"]) / max(abs(best), 1e-12),
              "gain_lost_vs_best": (best - scored[name]["joint"]) / max(best - scored[name]["random_joint"], 1e-12),
-             "wall_s": wall[name], "timed": "alone", "load": bench.loadavg3()} for name in FINALS]
+             "wall_s": wall[name], "timed": "own run", "load": bench.loadavg3()} for name in FINALS]
     print(f"[tokens {recipe} lam {c.lam} seed {seed}] load {bench.loadavg3()}: "
           + ", ".join(f"{r['final']} {r['joint']:.4f} (q {r['quality']:.3f}, div {r['diversity']:.4f}, "
                       f"{r['docs']} docs, {r['wall_s']:.1f} s)" for r in rows), flush=True)
@@ -274,7 +274,8 @@ def main() -> None:
 def report(rows: list[dict], out: Path, what: str, started: float) -> None:
     total = time.perf_counter() - started
     summary = summarise(pd.DataFrame(rows))
-    comment = f"{what}; whole run {total:.0f} s; load at the end {bench.loadavg3()}"
+    comment = (f"{what}; whole run {total:.0f} s; load at the end {bench.loadavg3()}; timed = own run: the setting "
+               "timed in a run of its own, NOT alone on the machine (other jobs beside it: the load column)")
     bench.write_result(rows, out, plot=plot, comment=comment, columns=list(rows[0]))
     bench.write_result(summary.to_dict("records"), out.with_name(out.stem + "_summary.csv"),
                        comment=comment, columns=list(summary.columns))
