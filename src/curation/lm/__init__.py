@@ -47,36 +47,7 @@ _LAZY = {
     "train": "curation.lm.train",
 }
 
-__all__ = [
-    "EOS_TOKEN",
-    "PRESETS",
-    "CausalLM",
-    "MixedBatchSampler",
-    "MixtureDataset",
-    "ModelConfig",
-    "PackedDataset",
-    "PretrainConfig",
-    "TokenizerConfig",
-    "TrainConfig",
-    "TrainResult",
-    "annealing_steps",
-    "build_tokenizer",
-    "eos_id",
-    "evaluate_loss",
-    "get_config",
-    "load_balancing_loss",
-    "load_model",
-    "load_tokenizer",
-    "loader_from",
-    "lr_at",
-    "mixed_loader",
-    "pack_documents",
-    "parse_config",
-    "save_model",
-    "save_tokenizer",
-    "train",
-    "train_tokenizer",
-]
+__all__ = list(_LAZY)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

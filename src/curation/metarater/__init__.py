@@ -35,17 +35,7 @@ _LAZY = {
     "ProxySweep": "curation.metarater.sweep",
 }
 
-__all__ = [
-    "RegressionConfig",
-    "aggregate",
-    "dirichlet_weights",
-    "fit_regressor",
-    "minmax_scale",
-    "search_weights",
-    "select_top",
-    "ProxyResult",
-    "ProxySweep",
-]
+__all__ = list(_LAZY)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -39,21 +39,7 @@ _LAZY = {
     "dominance_scores": "curation.selection.diagnostics",
 }
 
-__all__ = [
-    "DATAMASK_PAPER",
-    "BudgetConfig",
-    "DataMaskConfig",
-    "DvrlConfig",
-    "GreedyConfig",
-    "RandomConfig",
-    "SemDeDupConfig",
-    "Selection",
-    "TopkQualityConfig",
-    "diagnose",
-    "dominance_scores",
-    "parse_selection_config",
-    "select",
-]
+__all__ = list(_LAZY)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

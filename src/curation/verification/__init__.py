@@ -28,23 +28,7 @@ _LAZY = {
     "verification_table": "curation.verification.config",
 }
 
-__all__ = [
-    "BASE",
-    "BASELINE",
-    "DEFAULT_MIX",
-    "VerificationConfig",
-    "anneal_candidates",
-    "annealing_length",
-    "sample_tokens",
-    "schedule_summary",
-    "format_table8",
-    "parse_verification_config",
-    "ratio_label",
-    "select_candidates",
-    "tabulate",
-    "train_base",
-    "verification_table",
-]
+__all__ = list(_LAZY)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
