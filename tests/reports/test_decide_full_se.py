@@ -183,6 +183,32 @@ def test_no_decided_pair_names_no_winner():
     assert "What would decide" in report.text
 
 
+def test_one_wording_of_a_verdict_for_the_fixed_and_the_sequential_design():
+    from curation.reporting.decide_sequential import relabel
+    from curation.reporting.decide_stats import verdict
+
+    won = pd.Series({"corpus_a": "a", "corpus_b": "b", "mean_diff": -0.0123456, "se": 0.00345, "p": 0.00123,
+                     "p_holm": 0.00246, "decided": True, "winner": "b"})
+    lost = won.copy()
+    lost["decided"], lost["winner"], lost["p_holm"] = False, "", 0.31
+    assert verdict(won, METRIC, 0.05) == f"b beats a on {METRIC} by 0.01235 ± 0.0034 (p = 0.0012, Holm 0.0025)"
+    assert verdict(lost, METRIC, 0.05) == f"no decision on {METRIC}: -0.01235 ± 0.0034 (Holm p = 0.31 >= 0.05)"
+    unknown = won.copy()
+    unknown["se"] = np.nan
+    assert verdict(unknown, METRIC) == (f"no decision on {METRIC}: no item values (the item part of the error is "
+                                        "unknown)")
+    rows = pd.DataFrame([{**won.to_dict(), "metric": METRIC, "looks": 3, "decided_at_seeds": 5, "family": "all"},
+                         {**won.to_dict(), "metric": METRIC, "looks": 1, "decided_at_seeds": 3, "family": METRIC},
+                         {**lost.to_dict(), "metric": METRIC, "looks": 2, "decided_at_seeds": 0, "family": METRIC}])
+    assert relabel(rows)["verdict"].tolist() == [
+        f"b beats a on {METRIC} by 0.01235 ± 0.0034 (p = 0.0012; 3 looks, decided at 5 seeds, Holm 0.0025 over "
+        "every metric's pairs)",
+        f"b beats a on {METRIC} by 0.01235 ± 0.0034 (p = 0.0012; decided at 3 seeds, Holm 0.0025 over its metric's "
+        "pairs)",
+        f"no decision on {METRIC}: -0.01235 ± 0.0034 (2 looks, Holm p = 0.31 >= 0.05 over its metric's pairs)"]
+
+
+
 def test_a_candidate_decided_against_every_other_is_named():
     cells, items = _world({"random": 0.0, "topk": 0.01, "edu": 0.03}, noise=0.001)
     report = build_report(cells, items, DecideConfig(candidates={"random": {}, "topk": {}, "edu": {}}), 200,

@@ -266,25 +266,16 @@ def sequential_decisions(rounds: Sequence, max_seeds: Optional[int], families: s
 
 def relabel(table: "pd.DataFrame", alpha: float = 0.05) -> "pd.DataFrame":
     """``winner`` and ``verdict`` of sequentially decided rows (their ``decided`` and ``p_holm`` came from the
-    looks), as :func:`curation.reporting.decide_stats.full_decisions` words them, with the looks named."""
+    looks), worded by :func:`curation.reporting.decide_stats.verdict` (the one wording :func:`curation.reporting.
+    decide_stats.full_decisions` uses too), with the looks, the seeds at the decision and the Holm family named."""
+    from curation.reporting.decide_stats import verdict
     from curation.reporting.decisions import higher_is_better
 
     table = table.copy()
     better_a = np.array([(d > 0) == higher_is_better(m) for d, m in zip(table["mean_diff"], table["metric"])])
     table["winner"] = np.where(table["decided"], np.where(better_a, table["corpus_a"], table["corpus_b"]), "")
-    verdicts = []
-    for _, r in table.iterrows():
-        looks = f"{int(r['looks'])} looks, " if int(r["looks"]) > 1 else ""
-        over = "every metric's pairs" if r["family"] == "all" else "its metric's pairs"
-        if not np.isfinite(r["se"]):
-            verdicts.append(f"no decision on {r['metric']}: no item values (the item part of the error is unknown)")
-        elif r["decided"]:
-            loser = r["corpus_b"] if r["winner"] == r["corpus_a"] else r["corpus_a"]
-            verdicts.append(f"{r['winner']} beats {loser} on {r['metric']} by {abs(r['mean_diff']):.4g} ± "
-                            f"{r['se']:.2g} (p = {r['p']:.2g}; {looks}decided at {int(r['decided_at_seeds'])} seeds, "
-                            f"Holm {r['p_holm']:.2g} over {over})")
-        else:
-            verdicts.append(f"no decision on {r['metric']}: {r['mean_diff']:+.4g} ± {r['se']:.2g} ({looks}Holm p = "
-                            f"{r['p_holm']:.2g} >= {alpha} over {over})")
+    verdicts = [verdict(r, r["metric"], alpha, looks=int(r["looks"]), decided_at_seeds=int(r["decided_at_seeds"]),
+                        over="every metric's pairs" if r["family"] == "all" else "its metric's pairs")
+                for _, r in table.iterrows()]
     table["verdict"] = verdicts
     return table

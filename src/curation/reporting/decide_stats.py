@@ -183,7 +183,7 @@ def full_decisions(cells: pd.DataFrame, items: Optional[CellItems], metrics: Seq
             table["decided"] = (table["p_holm"] < alpha) & (table["mean_diff"] != 0)
             better_a = (table["mean_diff"] > 0) == higher_is_better(metric)
             table["winner"] = np.where(table["decided"], np.where(better_a, table["corpus_a"], table["corpus_b"]), "")
-            table["verdict"] = [_verdict(r, metric, alpha) for _, r in table.iterrows()]
+            table["verdict"] = [verdict(r, metric, alpha) for _, r in table.iterrows()]
             frames.append(table)
     columns = ["scale", "corpus_a", "corpus_b", "metric", "mean_a", "mean_b", "mean_diff", "se_seed", "se_item", "se",
                "seeds", "df_seed", "items", "p", "p_holm", "decided", "winner", "verdict", "sd_a", "sd_b",
@@ -197,14 +197,25 @@ def _draws(part: pd.DataFrame, candidate: str) -> int:
     return int(part.loc[part["candidate"] == candidate, "corpus_digest"].nunique())
 
 
-def _verdict(r: pd.Series, metric: str, alpha: float) -> str:
+def verdict(r: pd.Series, metric: str, alpha: float = ALPHA, *, looks: Optional[int] = None,
+            decided_at_seeds: int = 0, over: str = "") -> str:
+    """The one wording of a decision row's ``verdict`` (``mean_diff``, ``se``, ``p``, ``p_holm``, ``decided``,
+    ``winner``, ``corpus_a`` / ``corpus_b``). The fixed design (:func:`full_decisions`): ``looks`` None. The
+    sequential one (:func:`curation.reporting.decide_sequential.relabel`): ``looks`` (named when more than
+    one), ``decided_at_seeds`` (the seeds at which a decided pair crossed) and ``over`` (the Holm family, e.g.
+    "its metric's pairs")."""
     if not np.isfinite(r["se"]):
         return f"no decision on {metric}: no item values (the item part of the error is unknown)"
+    sequential = looks is not None
+    named = f"{int(looks)} looks, " if sequential and int(looks) > 1 else ""
+    family = f" over {over}" if sequential else ""
     if r["decided"]:
         loser = r["corpus_b"] if r["winner"] == r["corpus_a"] else r["corpus_a"]
-        return (f"{r['winner']} beats {loser} on {metric} by {abs(r['mean_diff']):.4g} ± {r['se']:.2g} "
-                f"(p = {r['p']:.2g}, Holm {r['p_holm']:.2g})")
-    return f"no decision on {metric}: {r['mean_diff']:+.4g} ± {r['se']:.2g} (Holm p = {r['p_holm']:.2g} >= {alpha})"
+        how = (f"p = {r['p']:.2g}; {named}decided at {int(decided_at_seeds)} seeds, Holm {r['p_holm']:.2g}{family}"
+               if sequential else f"p = {r['p']:.2g}, Holm {r['p_holm']:.2g}")
+        return f"{r['winner']} beats {loser} on {metric} by {abs(r['mean_diff']):.4g} ± {r['se']:.2g} ({how})"
+    return (f"no decision on {metric}: {r['mean_diff']:+.4g} ± {r['se']:.2g} ({named}Holm p = {r['p_holm']:.2g} "
+            f">= {alpha}{family})")
 
 
 def ranking(cells: pd.DataFrame, metric: str, scale: str, values: Optional[pd.Series] = None) -> pd.DataFrame:
