@@ -181,6 +181,45 @@ def test_no_decided_pair_names_no_winner():
     assert not rows["decided"].any()
     assert "**Answer: no winner**" in report.text and "Recommendation" not in report.text
     assert "What would decide" in report.text
+    # what was measured (no pair separated at these seeds), not a claim that was not tested (that they are equal)
+    answer = next(line for line in report.text.splitlines() if line.startswith("**Answer: no winner**"))
+    assert "no pair of candidates is separated on `" in answer and "at tiny@262144 with 3 seeds: " in answer
+    assert "every difference is within the error bars of what seed and item noise produce" in answer
+    assert ("This is not evidence that they are equal: no equivalence test was run (`decide.equivalence` is "
+            "unset), and a real difference smaller than this noise is not ruled out.") in answer
+    for claim in ("equally good", "train equally", "as good as", "the same quality", "no difference"):
+        assert claim not in report.text
+
+
+def test_an_undecided_result_names_only_the_pairs_an_equivalence_margin_shows_equal():
+    cells, items = _world({"random": 0.0, "topk": 0.0, "edu": 0.0}, noise=0.02)
+    config = {"random": {}, "topk": {}, "edu": {}}
+    wide = build_report(cells, items, DecideConfig(candidates=config, equivalence=1.0), 200).text
+    assert "no pair of candidates is separated" in wide and "This is not evidence that they are equal: only the " \
+        "equivalence test can show that, and it does for `random` and `topk`; `random` and `edu`; `topk` and `edu` " \
+        "(90% interval inside ±1, `decide.equivalence`); no other pair is shown equal." in wide
+    narrow = build_report(cells, items, DecideConfig(candidates=config, equivalence=1e-9), 200).text
+    assert ("no pair's 90% interval lies inside the equivalence margin ±1e-09 (`decide.equivalence`), so none is "
+            "shown equal either.") in narrow
+    for text in (wide, narrow):
+        assert "equally good" not in text and "no equivalence test was run" not in text
+
+
+def test_an_undecided_result_says_the_seeds_each_pair_had_and_unknown_errors_are_not_error_bars():
+    cells = _cells({"a": [0.20, 0.21, 0.23], "b": [0.20, 0.22, 0.21], "c": [0.21, 0.20, 0.215]}, scale="tiny@262144")
+    base = {"scale": "tiny@262144", "metric": METRIC, "mean_a": 0.21, "mean_b": 0.21, "mean_diff": 0.001,
+            "se_seed": 0.01, "se_item": 0.002, "se": 0.0102, "items": 1000, "p": 0.9, "p_holm": 0.9,
+            "decided": False, "winner": ""}
+    table = pd.DataFrame([{**base, "corpus_a": "a", "corpus_b": "b", "seeds": 5},
+                          {**base, "corpus_a": "a", "corpus_b": "c", "seeds": 3},
+                          {**base, "corpus_a": "b", "corpus_b": "c", "seeds": 3}])
+    text = recommendation(cells, table, METRIC, "set", scale="tiny@262144")
+    assert f"no pair of candidates is separated on `{METRIC}` at tiny@262144 with 3 to 5 seeds (pairs differ): " in text
+    unknown = recommendation(cells, table.assign(se_item=np.nan, se=np.nan, p=np.nan, p_holm=np.nan), METRIC, "set",
+                             scale="tiny@262144")
+    assert (f"no pair of candidates could be decided on `{METRIC}` at tiny@262144 with 3 to 5 seeds (pairs differ): "
+            "the run kept no item values, so the item part of each difference's error is unknown.") in unknown
+    assert "error bars" not in unknown and "equally good" not in unknown
 
 
 def test_one_wording_of_a_verdict_for_the_fixed_and_the_sequential_design():
@@ -206,7 +245,6 @@ def test_one_wording_of_a_verdict_for_the_fixed_and_the_sequential_design():
         f"b beats a on {METRIC} by 0.01235 ± 0.0034 (p = 0.0012; decided at 3 seeds, Holm 0.0025 over its metric's "
         "pairs)",
         f"no decision on {METRIC}: -0.01235 ± 0.0034 (2 looks, Holm p = 0.31 >= 0.05 over its metric's pairs)"]
-
 
 
 def test_a_candidate_decided_against_every_other_is_named():

@@ -393,8 +393,9 @@ def round_state(at_top: pd.DataFrame, values: pd.Series, rows: pd.DataFrame,
     decided = {frozenset((r["corpus_a"], r["corpus_b"])): bool(r["decided"]) for _, r in rows.iterrows()}
     equal = {}
     if equivalence is not None:
-        equal = {frozenset((r["corpus_a"], r["corpus_b"])): bool(abs(r["mean_diff"]) + 1.645 * r["se"]
-                                                                 < float(equivalence))
+        from curation.reporting.decide_stats import equal_within
+
+        equal = {frozenset((r["corpus_a"], r["corpus_b"])): equal_within(r, equivalence)
                  for _, r in rows.iterrows() if np.isfinite(r["se"])}
     return means, decided, equal
 
@@ -462,7 +463,8 @@ def build_report(cells: pd.DataFrame, items: Mapping[tuple, Mapping], cfg: Decid
                           budget_tokens=float(cells["budget_tokens"].iloc[0]) if "budget_tokens" in cells
                           else float("nan"),
                           parameters=params, agreement=agreement, errors=errors, corpus=corpus,
-                          stop=_stop(cells, items, table, cfg, headline, top, restrict))
+                          stop=_stop(cells, items, table, cfg, headline, top, restrict),
+                          equivalence=cfg.equivalence)
     shown = table[table["scale"].astype(str) == str(top)].rename(columns={"p": "p_value"})
     if cfg.paper == "table2":
         from curation.reporting.table2 import paper_verdict

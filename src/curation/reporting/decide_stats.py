@@ -218,6 +218,12 @@ def verdict(r: pd.Series, metric: str, alpha: float = ALPHA, *, looks: Optional[
             f">= {alpha}{family})")
 
 
+def equal_within(r: pd.Series, margin: float) -> bool:
+    """A pair decided equal within ``margin`` (``decide.equivalence``): its 90% interval, mean_diff +- 1.645 se,
+    inside +-margin (two one-sided tests at 5%); never without a finite ``se``."""
+    return bool(np.isfinite(r["se"]) and abs(r["mean_diff"]) + 1.645 * r["se"] < float(margin))
+
+
 def ranking(cells: pd.DataFrame, metric: str, scale: str, values: Optional[pd.Series] = None) -> pd.DataFrame:
     """Candidates by the seed mean of ``metric`` at ``scale``, best first (losses ascending); ``values``: the
     cells' metric when it is not the table's column (e.g. recomputed over the tasks above chance)."""

@@ -58,11 +58,13 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
                    tasks_note: str = "",
                    budget_tokens: float = float("nan"), parameters: Optional[Mapping[str, float]] = None,
                    agreement: Optional[pd.DataFrame] = None, errors: Optional[pd.DataFrame] = None,
-                   corpus: str = "", stop: str = "") -> str:
+                   corpus: str = "", stop: str = "", equivalence: Optional[float] = None) -> str:
     """The Markdown answer at ``scale`` (the top rung): disagreement between metrics first, then the headline
     metric's verdict, the ranking, signal-to-noise per metric, tasks at chance, the ladder and the errors.
     ``tasks`` / ``headline_tasks`` / ``tasks_note``: what :func:`curation.reporting.decide.tasks_above_chance`
-    decided (the table, the tasks the multiple-choice metrics average, the sentence when its minimum is not met)."""
+    decided (the table, the tasks the multiple-choice metrics average, the sentence when its minimum is not met).
+    ``equivalence``: ``decide.equivalence``, the headline margin within which a pair counts as equal (None: no
+    equivalence test; an undecided pair is then said to be undecided, never equal)."""
     from curation.reporting.decide_stats import cell_metric, ranking, seeds_and_items_needed
 
     parameters = parameters or {}
@@ -117,7 +119,7 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
         lines.append(f"| {i + 1} | {r['candidate']} | {r['mean']:.5g} ± {r['std']:.2g} | {int(r['count'])} | "
                      f"{n_draws} |")
     lines.append("")
-    lines += _verdict(order, rows, headline, scale, seeds_and_items_needed, errors)
+    lines += _verdict(order, rows, headline, scale, seeds_and_items_needed, errors, equivalence)
     lines.append("")
     if stop:
         rounds = int(at["round"].max()) if "round" in at else 1
@@ -165,8 +167,10 @@ def recommendation(cells: pd.DataFrame, table: pd.DataFrame, headline: str, why:
 
 
 def _verdict(order: pd.DataFrame, rows: pd.DataFrame, headline: str, scale: str, needed: Any,
-             errors: Optional[pd.DataFrame]) -> list[str]:
-    """The answer line (``**Answer: ...**``) and what it rests on."""
+             errors: Optional[pd.DataFrame], equivalence: Optional[float] = None) -> list[str]:
+    """The answer line (``**Answer: ...**``) and what it rests on. No decided pair is a test that found no
+    difference at these seeds, not evidence that the candidates are equal: only ``equivalence`` (a margin, its
+    90% interval inside it) can say a pair is equal, and the answer says which pairs it does."""
     if order.empty or rows.empty:
         return ["**Answer: no winner**: no pair could be compared on the headline metric."]
     leader = str(order.iloc[0]["candidate"])
@@ -193,8 +197,7 @@ def _verdict(order: pd.DataFrame, rows: pd.DataFrame, headline: str, scale: str,
         out.append(f"**Answer: no winner**: `{leader}` leads on `{headline}` but is decided against no other "
                    "candidate; only pairs below it are decided.")
     else:
-        out.append(f"**Answer: no winner**: no pair of candidates is decided on `{headline}` at {scale}; on this "
-                   "evidence they train equally good models.")
+        out.append(_no_decision(rows, headline, scale, equivalence))
     if beaten:
         out.append(f"`{leader}` beats " + "; ".join(f"`{o}` by {_pair_text(r, leader)}" for o, r in beaten) + ".")
     if undecided:
@@ -223,6 +226,40 @@ def _verdict(order: pd.DataFrame, rows: pd.DataFrame, headline: str, scale: str,
                    f"real; 80% power at the Holm level): {' or '.join(what)}; more training tokens may widen it "
                    "(the ladder says whether differences grow with compute).")
     return out
+
+
+def _seeds_text(rows: pd.DataFrame) -> str:
+    """The seeds the pairs were compared at: "3 seeds", or "3 to 5 seeds" where the pairs had different ones."""
+    n = sorted({int(s) for s in rows["seeds"]}) if "seeds" in rows else []
+    if not n:
+        return "these seeds"
+    return f"{n[0]} seeds" if len(n) == 1 else f"{n[0]} to {n[-1]} seeds (pairs differ)"
+
+
+def _no_decision(rows: pd.DataFrame, headline: str, scale: str, equivalence: Optional[float]) -> str:
+    """The answer when no pair is decided: what was measured (no pair separated at these seeds, every difference
+    within its error bars) and what that does not show (that they are equal)."""
+    at = _seeds_text(rows)
+    if not np.isfinite(rows["se"].astype(float)).any():
+        return (f"**Answer: no winner**: no pair of candidates could be decided on `{headline}` at {scale} with {at}: "
+                "the run kept no item values, so the item part of each difference's error is unknown.")
+    # "within the error bars" in the test's sense: a difference of 2 SE at 3 seeds is not decided (Cochran-Cox's
+    # critical value on 2 seed degrees of freedom is larger), so the text says noise, not one SE
+    text = (f"**Answer: no winner**: no pair of candidates is separated on `{headline}` at {scale} with {at}: every "
+            "difference is within the error bars of what seed and item noise produce at this many seeds "
+            "(Cochran-Cox, Holm-corrected p not below 0.05). This is not evidence that they are equal: ")
+    if equivalence is None:
+        return text + ("no equivalence test was run (`decide.equivalence` is unset), and a real difference smaller "
+                       "than this noise is not ruled out.")
+    from curation.reporting.decide_stats import equal_within
+
+    inside = [f"`{r['corpus_a']}` and `{r['corpus_b']}`" for _, r in rows.iterrows()
+              if equal_within(r, equivalence)]
+    if not inside:
+        return text + (f"no pair's 90% interval lies inside the equivalence margin ±{equivalence:g} "
+                       "(`decide.equivalence`), so none is shown equal either.")
+    return text + (f"only the equivalence test can show that, and it does for {'; '.join(inside)} (90% interval "
+                   f"inside ±{equivalence:g}, `decide.equivalence`); no other pair is shown equal.")
 
 
 def _task_lines(tasks: pd.DataFrame, scale: str, headline_tasks: Optional[Sequence[str]],
