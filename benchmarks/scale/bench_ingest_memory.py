@@ -97,23 +97,6 @@ def measure(tree: Path, data_path: Path, namespace: str) -> dict:
             "load_before": load_before, "load_after": bench.loadavg3()}
 
 
-def _read(path: Path) -> list[dict]:
-    """The rows already measured (other sizes, labels), numbers as numbers; the ``#`` comment line skipped."""
-    import csv
-
-    if not path.exists():
-        return []
-    with path.open() as handle:
-        rows = list(csv.DictReader(line for line in handle if not line.startswith("#")))
-    for row in rows:
-        for key in ("file_mb", "file_bytes", "documents", "rows_read", "rows_kept", "shards", "peak_rss_mb",
-                    "peak_anon_mb"):
-            row[key] = int(float(row[key]))
-        for key in ("seconds", "docs_per_s"):
-            row[key] = float(row[key])
-    return rows
-
-
 def plot(rows: list[dict], path: Path) -> None:
     with bench.figure(path, 1, 2) as (fig, axes):
         for (label, fmt), marker in zip(sorted({(r["label"], r["format"]) for r in rows}), "osD^v<>"):
@@ -134,7 +117,9 @@ def main() -> None:
                         files="/tmp/ingest_memory").parse_args()
     files = Path(args.files)
     files.mkdir(parents=True, exist_ok=True)
-    rows = _read(CSV)
+    # the rows already measured (other sizes, labels), numbers as numbers, the comment line skipped: file_mb an int,
+    # as the key below compares it with --sizes
+    rows = bench.read_rows(CSV) if CSV.exists() else []
     for size in (int(s) for s in args.sizes.split(",")):
         jsonl = files / f"corpus-{size}mb.jsonl"
         documents = make_jsonl(jsonl, size)
