@@ -122,3 +122,53 @@ def test_one_thread_is_bit_reproducible_and_quantize_shrinks_the_model_keeping_i
     assert spearmanr(full.score(texts), runs[0].score(texts)).statistic > 0.9
     reloaded = FastTextRater.load(tmp_path / "q0.bin")
     np.testing.assert_array_equal(reloaded.score(texts), runs[0].score(texts))
+
+
+# Texts that every step of the BERT normaliser changes: accents and compatibility forms, CJK padding,
+# control and format characters (dropped), whitespace other than a space, private use, surrogate-free
+# astral characters, case mappings that change length or context (final sigma, dotted I).
+EDGE_TEXTS = [
+    "Ünïcödé façade ﬁnance ＦＵＬＬＷＩＤＴＨ ℡ Ω Å K",
+    "中文字符 and 日本語 かな カナ 한국어 𠀀",
+    "tab\there\r\ncrlf\x0bvt\x0cff\x00nul\ufffdrepl\x7fdel",
+    "soft\u00adhyphen zero\u200bwidth joiner\u200d bom\ufeff rtl\u200f",
+    "private\ue000use \U000f0000 plane",
+    "ΣΟΦΟΣ final sigma ς İstanbul ŉ ǅ ß ẞ",
+    "emoji 🙂👍🏽 ™ ½ ² ㎏",
+    "\u2028line\u2029para \u00a0nbsp \u3000ideographic\u2003em",
+    "",
+    "   \n\n  ",
+]
+
+
+def test_ultrafineweb_normaliser_run_per_character_gives_the_tokenizers_own_tokens():
+    import unicodedata
+
+    import pandas as pd
+
+    from tests.conftest import CORPUS_SHARDS
+
+    texts = pd.read_parquet(CORPUS_SHARDS[0], columns=["text"])["text"].head(1500).tolist() + EDGE_TEXTS
+    fast, reference = UltraFineWebTokenizer(), UltraFineWebTokenizer(fast=False)
+    assert fast.fast and not reference.fast
+    assert fast(texts) == reference(texts)
+    # the comparison covered what the per-character path rewrites, on real documents too
+    rewritten = [t for t in map(ultrafineweb_clean, texts[:1500]) if not fast._changing.isdisjoint(t)]
+    assert len(rewritten) >= 30
+    assert {"Lo", "Cc", "Cf", "Co"} <= {unicodedata.category(c) for c in fast._changing}
+    # a second batch looks up only characters it has not seen, and still agrees
+    assert fast(EDGE_TEXTS[::-1]) == reference(EDGE_TEXTS[::-1])
+
+
+def test_ultrafineweb_tokenizer_with_another_normaliser_runs_it_as_it_is(tmp_path):
+    import json
+
+    from curation.scoring.fasttext_rater import UltraFineWebTokenizer as Tok
+
+    spec = json.loads(Tok(fast=False)._tok.to_str())
+    spec["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec))
+    tok = Tok(str(path))
+    assert not tok.fast  # NFKC composes across characters: not one character at a time
+    assert tok(["Café\n\nBAR"]) == ["cafe \\n bar"]

@@ -161,9 +161,23 @@ class UltraFineWebTokenizer:
     pre-tokeniser would otherwise drop them as whitespace); one
     ``encode_batch_fast`` call then tokenises whole documents.
 
+    With the default tokenizer (a ``BertNormalizer``) the normaliser runs here, not in the
+    tokenizer (``fast=True``): its steps (drop control characters, whitespace to a space, pad CJK
+    ideographs, strip accents, lowercase) act on each character alone, and a cleaned text is already
+    decomposed with no combining mark left (``ultrafineweb_clean``), so mapping each character through
+    the tokenizer's own normaliser gives the normalised text, and encoding that with the normaliser
+    off gives the same tokens, about 25% faster (the tokenizer's normaliser tracks every character's
+    alignment). Only the characters a batch holds are looked up, once per process; only the
+    documents holding one that changes are rewritten. ``fast=False`` is the tokenizer as it is (the
+    tests' oracle: the same tokens on the corpus and on edge texts); any other normaliser always runs
+    as it is.
+
     >>> UltraFineWebTokenizer()(["Café\\n\\n\\nBar"])
     ['cafe \\\\n bar']
     """
+
+    # normalisers that act on each character alone (see the class docstring)
+    PER_CHARACTER_NORMALIZERS = ("BertNormalizer",)
 
     @staticmethod
     def resolve_path(tokenizer_path: str | None = None) -> str:
@@ -174,7 +188,7 @@ class UltraFineWebTokenizer:
             tokenizer_path = packaged_tokenizer_path()
         return str(tokenizer_path)
 
-    def __init__(self, tokenizer_path: str | None = None):
+    def __init__(self, tokenizer_path: str | None = None, fast: bool = True):
         from tokenizers import AddedToken, Tokenizer
 
         self.tokenizer_path = self.resolve_path(tokenizer_path)
@@ -189,12 +203,42 @@ class UltraFineWebTokenizer:
         self._id2tok = [""] * (max(vocab.values()) + 1)
         for token, idx in vocab.items():
             self._id2tok[idx] = _ESCAPED.get(token, token)
+        self._normalizer = self._tok.normalizer
+        kind = (json.loads(self._tok.to_str()).get("normalizer") or {}).get("type")
+        self._unnormalised = None
+        if fast and kind in self.PER_CHARACTER_NORMALIZERS:
+            self._unnormalised = Tokenizer.from_str(self._tok.to_str())
+            self._unnormalised.normalizer = None
+        self._char_map: dict[int, str] = {}  # code point -> its normalised form, where that differs
+        self._changing: frozenset[str] = frozenset()  # the characters of _char_map
+        self._looked_up: set[str] = set(_ESCAPED)  # the structure tokens are never normalised
+
+    @property
+    def fast(self) -> bool:
+        """Whether the normaliser runs here, character by character (see the class docstring)."""
+        return self._unnormalised is not None
+
+    def _normalise(self, docs: list[str]) -> list[str]:
+        new = set().union(*map(set, docs)) - self._looked_up
+        for ch in new:
+            out = self._normalizer.normalize_str(ch)
+            if out != ch:
+                self._char_map[ord(ch)] = out
+        if new:
+            self._looked_up |= new
+            self._changing = frozenset(map(chr, self._char_map))
+        changing = self._changing
+        return [d.translate(self._char_map) if not changing.isdisjoint(d) else d for d in docs]
 
     def __call__(self, texts: Sequence[str]) -> list[str]:
         cleaned = [ultrafineweb_clean(t) for t in texts]
         # encode only documents with content; "" marks nothing to classify
         live = [i for i, t in enumerate(cleaned) if t.strip()]
-        encoded = self._tok.encode_batch_fast([cleaned[i] for i in live], add_special_tokens=False)
+        docs = [cleaned[i] for i in live]
+        if self._unnormalised is not None:
+            encoded = self._unnormalised.encode_batch_fast(self._normalise(docs), add_special_tokens=False)
+        else:
+            encoded = self._tok.encode_batch_fast(docs, add_special_tokens=False)
         out = [""] * len(cleaned)
         for i, enc in zip(live, encoded):
             out[i] = " ".join([self._id2tok[j] for j in enc.ids])
