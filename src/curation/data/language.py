@@ -102,12 +102,14 @@ _LETTER = re.compile(r"[^\W\d_]")  # a letter of any script, as curation.data.st
 def language_votes(text: str) -> dict[str, int]:
     """How many of ``text``'s words are function words of English and of each other language
     (``words``: how many words it has)."""
-    words = Counter(w.lower() for w in _WORD.findall(text))
+    # each distinct word as written is lowercased once (a word's votes are its lowercase form's, so
+    # counting before lowercasing gives the same sums, at ~1/3 of the cost of lowering every occurrence)
+    found = _WORD.findall(text)
     votes = dict.fromkeys(("english", *OTHER_WORDS), 0)
-    for word, n in words.items():
-        for name in _LANGUAGES_OF.get(word, ()):
+    for word, n in Counter(found).items():
+        for name in _LANGUAGES_OF.get(word.lower(), ()):
             votes[name] += n
-    votes["words"] = sum(words.values())
+    votes["words"] = len(found)
     return votes
 
 
