@@ -105,11 +105,15 @@ def test_a_plain_corpus_is_scored_by_the_shared_reference_raters_the_same_every_
         assert model.stat().st_size < 100 * 2**20  # quantized
 
 
-@pytest.mark.slow  # ~10 s: a worker pool started for the fit
-def test_the_fit_on_a_worker_pool_equals_the_fit_in_the_driver(plain_scored, tmp_path):
-    """DSIR's raw counts and the merge components computed per shard on two workers
-    (``SamplePasses``) give the fit the driver computes alone: the same merge map, DSIR models and
-    scores, bit for bit."""
+@pytest.mark.slow  # ~10 s per case: a worker pool started for the fit
+@pytest.mark.parametrize("sampled", [False, True], ids=["whole-shards", "sampled-with-a-dsir-component"])
+def test_the_fit_on_a_worker_pool_equals_the_fit_in_the_driver(plain_scored, tmp_path, sampled):
+    """DSIR's raw counts and the merge components computed per shard on two workers, in one pass
+    (``SamplePasses``), give the fit the driver computes alone: the same merge map, DSIR models and
+    scores, bit for bit. Sampled: each shard only partly in the fit sample, and a DSIR column among the
+    merge components (made from the n-grams the pass kept, once DSIR is fitted)."""
+    from dataclasses import replace
+
     from curation.embedding import make_embedder
     from curation.scoring.persistence import load_raters
     from curation.scoring.sharded import fit_on_sample
@@ -122,6 +126,9 @@ def test_the_fit_on_a_worker_pool_equals_the_fit_in_the_driver(plain_scored, tmp
     documents = write_shards(plain, tmp_path / "documents", 4)
     embeddings = write_shards(vectors, tmp_path / "embeddings", 4, stage="embedding", aligned_with=documents.fingerprint)
     cfg = ScoringConfig()
+    if sampled:
+        cfg = replace(cfg, fit_sample_docs=120, merge=replace(cfg.merge, components=["fasttext_dclm", "edu",
+                                                                                     "books_importance"]))
     fits = {}
     for workers in (1, 2):
         fit_dir = tmp_path / f"fit-w{workers}"
@@ -137,6 +144,7 @@ def test_the_fit_on_a_worker_pool_equals_the_fit_in_the_driver(plain_scored, tmp
     for name in [n for n in r1 if n.endswith("_importance")]:
         assert np.array_equal(r1[name].log_diff, r2[name].log_diff), name
     assert any(n.endswith("_importance") for n in r1)  # DSIR's raw side came from the pool
+    assert (m2["fit/sample_docs"] < len(plain)) == sampled and "merge/map_seconds" in m2
 
 
 @pytest.mark.slow  # ~20 s: two scorings, one on a worker pool

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -126,7 +126,7 @@ def _resolve_reference(cfg: ScoringConfig, embedder, reference: ReferenceRaters 
 
 def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig,
                embedder=None, reference: ReferenceRaters | None = None,
-               dsir_raw_counts: Callable[[DSIRImportance], np.ndarray] | None = None,
+               dsir_raw_counts: Callable[[DSIRImportance, dict[str, Any]], np.ndarray] | None = None,
                ) -> tuple[dict[str, Any], dict[str, float]]:
     """The configured raters for ``sample`` (columns ``id``, ``text``; with ``training.source=corpus``
     also ``extra`` or ``category``, ``quality_label``) and its row-aligned ``embeddings``.
@@ -137,9 +137,10 @@ def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scoring
     the sample. Raters in ``cfg.pretrained_dir`` (or a fastText ``pretrained_path``) are loaded instead
     either way. Returns the raters and the fit's metrics.
 
-    ``dsir_raw_counts(hasher)``: DSIR's raw-side bucket counts of the sample (``training.source=reference``),
+    ``dsir_raw_counts(hasher, raters)``: DSIR's raw-side bucket counts of the sample (``training.source=reference``),
     computed by the caller (e.g. per shard on a worker pool: a sum of integer counts, so exact in any
-    order); None = hash the sample's texts here."""
+    order), given the raters fitted before DSIR (every other one: the pool's pass scores the sample with them
+    while it hashes); None = hash the sample's texts here."""
     sample = sample.reset_index(drop=True)
     on_corpus = cfg.training.source == "corpus"
     if on_corpus:
@@ -223,7 +224,7 @@ def fit_raters(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scoring
         to_fit = [t for t, n in zip(cfg.dsir.targets, names) if n not in pretrained]
         raw_counts = reference.dsir_counts.get("__raw__")
         if to_fit and raw_counts is None and dsir_raw_counts is not None:
-            raw_counts = timed("dsir/features", lambda: dsir_raw_counts(DSIRImportance(cfg.dsir.model)))
+            raw_counts = timed("fit/sample_pass", lambda: dsir_raw_counts(DSIRImportance(cfg.dsir.model), dict(raters)))
         elif to_fit and raw_counts is None:
             z = timed("dsir/features", lambda: DSIRImportance(cfg.dsir.model).features(sample["text"].tolist()))
             raw_counts = np.asarray(z.sum(axis=0)).ravel()
@@ -264,6 +265,29 @@ def _columns(cfg: ScoringConfig, raters: dict[str, Any]) -> list[str]:
     from curation.scoring.config import rater_columns
 
     return [c for c in rater_columns(cfg) if c in raters or c in SIGNALS]
+
+
+def in_output_order(scores: pd.DataFrame, cfg: ScoringConfig, raters: dict[str, Any]) -> pd.DataFrame:
+    """``id`` and the rater columns of ``scores`` in :func:`apply_scoring`'s order."""
+    return scores[["id", *[c for c in _columns(cfg, raters) if c in scores.columns]]]
+
+
+def dsir_names(raters: Mapping[str, Any]) -> list[str]:
+    """The DSIR importance raters among ``raters`` (``<target>_importance``)."""
+    return [n for n in raters if n.endswith("_importance")]
+
+
+def score_dsir(scores: pd.DataFrame, z: Any, raters: Mapping[str, Any], names: Sequence[str],
+               counts: dict[str, float]) -> None:
+    """Add DSIR's columns ``names`` to ``scores`` from the rows' hashed n-gram counts ``z`` (rows of
+    :meth:`DSIRImportance.features`), and their bad-input counts to ``counts``."""
+    if z.shape[0] != len(scores):
+        raise ValueError(f"dsir_features has {z.shape[0]} rows for {len(scores)} documents")
+    for name in names:
+        s = raters[name].score_features(z)
+        scores[name] = s
+        nan = int(np.isnan(s).sum())  # NaN exactly where a document has no n-gram
+        _log_counts(counts, name, {"total": len(s), "empty_text": nan, "nan_score": nan})
 
 
 def apply_scoring(frame: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig, raters: dict[str, Any],
@@ -312,11 +336,9 @@ def apply_scoring(frame: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scori
             s, c = np.empty(0), {"total": 0, "empty_text": 0, "nan_score": 0}
         scores[name] = s
         _log_counts(counts, name, c)
-    dsir = [n for n in raters if n.endswith("_importance") and n in wanted]
+    dsir = [n for n in dsir_names(raters) if n in wanted]
     if dsir:
         if dsir_features is not None:
-            if dsir_features.shape[0] != len(frame):
-                raise ValueError(f"dsir_features has {dsir_features.shape[0]} rows for {len(frame)} documents")
             z = dsir_features
         elif texts:
             z = timed("dsir/features", lambda: DSIRImportance(cfg.dsir.model).features(texts))
@@ -324,17 +346,13 @@ def apply_scoring(frame: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scori
             from scipy.sparse import csr_matrix
 
             z = csr_matrix((0, cfg.dsir.model.buckets))
-        for name in dsir:
-            s = raters[name].score_features(z)
-            scores[name] = s
-            nan = int(np.isnan(s).sum())  # NaN exactly where a document has no n-gram
-            _log_counts(counts, name, {"total": len(s), "empty_text": nan, "nan_score": nan})
+        score_dsir(scores, z, raters, dsir, counts)
     if "redpajama" in cfg.raters and wanted & set(SIGNALS):
         signals, c = timed("redpajama/score", lambda: RedPajamaSignals().score_counted(texts))
         for col in signals.columns:
             scores[col] = signals[col].to_numpy()
         _log_counts(counts, "redpajama", c)
-    scores = scores[["id", *[c for c in _columns(cfg, raters) if c in scores.columns]]]
+    scores = in_output_order(scores, cfg, raters)
     if merge is not None and only is None:
         scores, c = merge.apply(scores)
         _log_counts(counts, "merge", c)
@@ -346,7 +364,7 @@ APPLY_CHUNK_DOCS = 10_000  # rows per apply_scoring call when the fit scores its
 
 def fit_scoring(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: ScoringConfig,
                 embedder=None, reference: ReferenceRaters | None = None, *,
-                dsir_raw_counts: Callable[[DSIRImportance], np.ndarray] | None = None,
+                dsir_raw_counts: Callable[[DSIRImportance, dict[str, Any]], np.ndarray] | None = None,
                 sample_components: Callable[[dict[str, Any], list[str]], pd.DataFrame] | None = None,
                 ) -> FittedScoring:
     """Raters (:func:`fit_raters`), the merge map from ``sample`` (and its row-aligned embeddings) and

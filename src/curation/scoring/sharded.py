@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -36,7 +37,8 @@ import pandas as pd
 from curation.cache import atomic_folder, atomic_write
 from curation.scoring.config import ScoringConfig
 from curation.scoring.merge import MergeMap
-from curation.scoring.run import apply_scoring, fit_scoring, needs_embeddings
+from curation.scoring.run import (apply_scoring, dsir_names, fit_scoring, in_output_order, needs_embeddings,
+                                  score_dsir)
 from curation.scoring.sample import sample_mask, sample_threshold
 from curation.shards import EngineConfig, ShardedDataset, ShardResult, ShardTask, ShardWriter, run_shards
 from curation.shards.executor import engine_from_data
@@ -82,19 +84,24 @@ def score_shard(loaded: tuple[pd.DataFrame, np.ndarray | None], name: str, *, fi
                 cfg: ScoringConfig, scored_by_fit: str | None = None) -> ShardResult:
     """The ``scores`` shard of one document shard (and its embedding shard).
 
-    ``scored_by_fit``: the fit's sample pass (:meth:`SamplePasses.components`), which scored every row of a
-    shard that lies wholly in the fit sample with every rater; such a shard's scores are read from there and
-    only merged here, not computed a second time (the same numbers: a document's scores depend on it alone)."""
+    ``scored_by_fit``: the fit's sample pass (:class:`SamplePasses`), which scored every row of a shard that lies
+    wholly in the fit sample with every rater but DSIR, and kept the rows' hashed n-grams; such a shard's scores
+    are read from there, DSIR's made from the kept n-grams, and merged here, not computed a second time (the
+    same numbers: a document's scores depend on it alone)."""
     frame, emb = loaded
     raters, merge = load_fitted(fit_dir)
-    raw = _scored_by_fit(scored_by_fit, name, frame)
+    raw = _scored_by_fit(scored_by_fit, name, frame, dsir_names(raters))
     if raw is None and "text" not in frame.columns:
         raise RuntimeError(f"scoring: shard {name}'s scores from the fit's pass do not hold its documents' ids in "
-                           "order (was the documents folder rewritten during the run?); re-run the scoring stage")
+                           "order, or its DSIR features are missing (was the documents folder rewritten during the "
+                           "run?); re-run the scoring stage")
     if raw is None:
         scores, counts = apply_scoring(frame, emb, cfg, raters, merge)
     else:
-        scores, counts = raw
+        scores, counts, z = raw
+        if z is not None:
+            score_dsir(scores, z, raters, dsir_names(raters), counts)
+        scores = in_output_order(scores, cfg, raters)
         if merge is not None:
             scores, merged = merge.apply(scores)
             counts.update({f"merge/{k}": v for k, v in merged.items()})  # as apply_scoring names them
@@ -102,9 +109,9 @@ def score_shard(loaded: tuple[pd.DataFrame, np.ndarray | None], name: str, *, fi
     return ShardResult({"scores": scores}, {**counts, "rows": len(scores)})
 
 
-def _scored_by_fit(folder: str | None, name: str, frame: pd.DataFrame) -> tuple[pd.DataFrame, dict] | None:
-    """Shard ``name``'s unmerged scores and counts from the fit's sample pass, if it scored all of the shard's
-    rows (in order) with every rater; else None."""
+def _scored_by_fit(folder: str | None, name: str, frame: pd.DataFrame, dsir: list[str]):
+    """Shard ``name``'s unmerged scores, counts and (with ``dsir`` raters) kept DSIR features from the fit's sample
+    pass, if it scored all of the shard's rows (in order) with every rater but DSIR; else None."""
     if folder is None:
         return None
     writer = ShardWriter(folder, "frame")
@@ -114,7 +121,10 @@ def _scored_by_fit(folder: str | None, name: str, frame: pd.DataFrame) -> tuple[
     raw = pd.read_parquet(writer.shard_path(name))
     if len(raw) != len(frame) or not (raw["id"].to_numpy() == frame["id"].to_numpy()).all():
         return None
-    return raw, {k: v for k, v in stats.items() if k not in ("rows", ALL_RATERS)}
+    z = _kept_features(str(Path(folder).parent / DSIR_FEATURES), name, len(raw)) if dsir else None
+    if dsir and z is None:
+        return None
+    return raw, {k: v for k, v in stats.items() if k not in ("rows", ALL_RATERS)}, z
 
 
 # --- the fit's passes over the whole sample, one shard per task (a worker pool or Ray) -------------
@@ -137,33 +147,20 @@ def _sample_rows(frame: pd.DataFrame, emb: np.ndarray | None, threshold: int | N
     return frame[mask].reset_index(drop=True), (None if emb is None else emb[mask])
 
 
-def dsir_counts_shard(loaded, name: str, *, threshold: int | None, model: dict,
-                      keep_features: str | None = None) -> ShardResult:
-    """DSIR's raw-side bucket counts of one shard's sample rows (a (1, buckets) array). ``keep_features``: a
-    folder where the hashed n-gram counts of a shard wholly in the sample are kept for the sample's scoring pass
-    (:func:`components_shard`), which would otherwise hash every document again."""
-    from curation.scoring.dsir import DSIRConfig, DSIRImportance
+def _keep_features(folder: str, name: str, z) -> None:
+    from scipy.sparse import save_npz
 
-    frame, _ = _sample_rows(loaded[0], None, threshold)
-    hasher = DSIRImportance(DSIRConfig(**model))
-    if not len(frame):
-        return ShardResult({"counts": np.zeros((1, hasher.cfg.buckets))}, {"rows": 0})
-    z = hasher.features(frame["text"].tolist())
-    if keep_features is not None and len(frame) == len(loaded[0]):
-        from scipy.sparse import save_npz
+    Path(folder).mkdir(parents=True, exist_ok=True)
 
-        folder = Path(keep_features)
-        folder.mkdir(parents=True, exist_ok=True)
-        def write(path: Path) -> None:
-            with open(path, "wb") as handle:  # a file, not a name: save_npz would add ".npz" to the temporary name
-                save_npz(handle, z, compressed=False)
+    def write(path: Path) -> None:
+        with open(path, "wb") as handle:  # a file, not a name: save_npz would add ".npz" to the temporary name
+            save_npz(handle, z, compressed=False)
 
-        atomic_write(folder / f"{name}.npz", write)
-    return ShardResult({"counts": np.asarray(z.sum(axis=0)).reshape(1, -1)}, {"rows": len(frame)})
+    atomic_write(Path(folder) / f"{name}.npz", write)
 
 
 def _kept_features(folder: str | None, name: str, rows: int):
-    """Shard ``name``'s DSIR features kept by :func:`dsir_counts_shard` (None: not kept, or not ``rows`` rows)."""
+    """Shard ``name``'s DSIR features kept by :func:`sample_pass_shard` (None: not kept, or not ``rows`` rows)."""
     if folder is None or not (Path(folder) / f"{name}.npz").is_file():
         return None
     from scipy.sparse import load_npz
@@ -172,60 +169,110 @@ def _kept_features(folder: str | None, name: str, rows: int):
     return z if z.shape[0] == rows else None
 
 
-ALL_RATERS = "scored_by_every_rater"  # stat of a components shard that holds every rater's scores of every row
+ALL_RATERS = "scored_by_every_rater"  # stat of a sample-pass shard that holds every rater's scores of every row
+DSIR_FEATURES = "dsir_features"  # the sample pass's folder of kept DSIR features, beside its components
 
 
-def components_shard(loaded, name: str, *, threshold: int | None, raters_dir: str, cfg: ScoringConfig,
-                     columns: tuple[str, ...], dsir_features: str | None = None) -> ShardResult:
-    """The merge components (``columns``) of one shard's sample rows. A shard wholly in the sample (a corpus
-    smaller than ``fit_sample_docs``: every shard) is scored by every rater instead, and the scoring pass
-    reuses that (:func:`score_shard`): the dearest raters ran twice on every document of a small corpus."""
+def sample_pass_shard(loaded, name: str, *, threshold: int | None, raters_dir: str, cfg: ScoringConfig,
+                      columns: tuple[str, ...], dsir_model: dict | None, features_dir: str) -> ShardResult:
+    """One shard's part of the fit's one pass over the sample.
+
+    * ``dsir_model``: DSIR's raw-side bucket counts of the shard's sample rows (``counts``, (1, buckets)), their
+      hashed n-grams kept in ``features_dir`` for the DSIR scores made once DSIR is fitted (which needs every
+      shard's counts first): the fit's merge sample (a DSIR column among ``columns``) and the scoring pass.
+    * ``components``: the shard's sample rows scored by the raters in ``raters_dir`` (every rater but DSIR):
+      the merge's ``columns``, or, for a shard wholly in the sample (a corpus smaller than ``fit_sample_docs``:
+      every shard), every rater's columns; the scoring pass then only adds DSIR's and merges
+      (:func:`score_shard`): on a small corpus the dearest raters used to run twice on every document.
+    """
     frame, emb = _sample_rows(*loaded, threshold)
     whole = len(frame) == len(loaded[0])
-    kept = _kept_features(dsir_features, name, len(frame)) if whole else None
-    scores, counts = apply_scoring(frame, emb, cfg, _raters_in(raters_dir), None,
-                                   only=None if whole else set(columns), dsir_features=kept)
-    counts["fit/dsir_rows_hashed_once"] = 0 if kept is None else len(frame)  # the raw-count pass's features reused
-    return ShardResult({"components": scores}, {**(counts if whole else {}), "rows": len(scores),
-                                                ALL_RATERS: int(whole)})
+    outputs, counts = {}, {}
+    if dsir_model is not None:
+        from curation.scoring.dsir import DSIRConfig, DSIRImportance
+
+        hasher = DSIRImportance(DSIRConfig(**dsir_model))
+        if len(frame):
+            t0 = time.perf_counter()
+            z = hasher.features(frame["text"].tolist())
+            counts["dsir/features/seconds"] = time.perf_counter() - t0
+        else:  # an empty shard (sklearn's hashing refuses an empty input)
+            from scipy.sparse import csr_matrix
+
+            z = csr_matrix((0, hasher.cfg.buckets))
+        outputs["counts"] = np.asarray(z.sum(axis=0)).reshape(1, -1)
+        if whole or any(c.endswith("_importance") for c in columns):
+            _keep_features(features_dir, name, z)
+        counts["fit/dsir_rows_hashed_once"] = len(frame)  # hashed here only, not again to score
+    scores, scored = apply_scoring(frame, emb, cfg, _raters_in(raters_dir), None,
+                                   only=None if whole else {c for c in columns if not c.endswith("_importance")})
+    outputs["components"] = scores
+    return ShardResult(outputs, {**({**counts, **scored} if whole else {}), "rows": len(scores),
+                                 ALL_RATERS: int(whole)})
 
 
 class SamplePasses:
-    """The fit's two passes over the whole sample (DSIR's raw counts, the merge components) as
-    per-shard tasks on ``engine``: what :func:`~curation.scoring.run.fit_scoring` otherwise does in
-    the driver, on one core. The outputs are identical (per-document scores; integer counts summed in
-    float64 are exact in any order), so the pool is used only when it has more than one worker."""
+    """The fit's pass over the whole sample (DSIR's raw counts and the merge components, at once) as per-shard
+    tasks on ``engine``: what :func:`~curation.scoring.run.fit_scoring` otherwise does in the driver, on one
+    core, in two passes. The outputs are identical (per-document scores; integer counts summed in float64 are
+    exact in any order), so the pool is used only when it has more than one worker."""
 
     def __init__(self, documents: ShardedDataset, embeddings: ShardedDataset | None, cfg: ScoringConfig,
                  threshold: int | None, engine: EngineConfig, work: Path):
         self.documents, self.cfg, self.threshold, self.engine, self.work = documents, cfg, threshold, engine, work
         self.emb_root = str(embeddings.root) if embeddings is not None and needs_embeddings(cfg) else None
+        self._counts: np.ndarray | None = None
+        self._ran = False
 
-    def _run(self, fn, key: str, kind: str, folder: Path, emb: bool, desc: str) -> list[Any]:
-        tasks = [ShardTask(n, partial(_load_inputs, str(self.documents.root), self.emb_root if emb else None, n))
-                 for n in self.documents.names]
-        run_shards(fn, tasks, {key: (folder, kind)}, self.engine, desc=desc)
-        writer = ShardWriter(folder, kind)
-        return [pd.read_parquet(writer.shard_path(n)) if kind == "frame" else np.load(writer.shard_path(n))
-                for n in self.documents.names]
-
-    def dsir_raw_counts(self, hasher) -> np.ndarray:
-        from dataclasses import asdict
-
-        parts = self._run(partial(dsir_counts_shard, threshold=self.threshold, model=asdict(hasher.cfg),
-                                  keep_features=str(self.work / "dsir_features")), "counts",
-                          "array", self.work / "dsir_counts", False, "scoring fit: DSIR raw counts")
-        return np.sum(np.concatenate(parts), axis=0)
-
-    def components(self, raters: dict[str, Any], columns: list[str]) -> pd.DataFrame:
+    def _pass(self, raters: dict[str, Any], columns: list[str], dsir_model: dict | None) -> None:
+        """The pass, once: ``raters`` (DSIR's left out: it is fitted from this pass's counts) score every shard."""
         from curation.scoring.persistence import save_raters
 
         raters_dir = self.work / "raters"
-        save_raters(raters, raters_dir, None)
-        parts = self._run(partial(components_shard, threshold=self.threshold, raters_dir=str(raters_dir),
-                                  cfg=self.cfg, columns=tuple(columns), dsir_features=str(self.work / "dsir_features")),
-                          "components", "frame",
-                          self.work / "components", True, "scoring fit: merge components")
+        save_raters({k: v for k, v in raters.items() if k not in dsir_names(raters)}, raters_dir, None)
+        outputs = {"components": (self.work / "components", "frame")}
+        if dsir_model is not None:
+            outputs["counts"] = (self.work / "dsir_counts", "array")
+        tasks = [ShardTask(n, partial(_load_inputs, str(self.documents.root), self.emb_root, n))
+                 for n in self.documents.names]
+        run_shards(partial(sample_pass_shard, threshold=self.threshold, raters_dir=str(raters_dir), cfg=self.cfg,
+                           columns=tuple(columns), dsir_model=dsir_model,
+                           features_dir=str(self.work / DSIR_FEATURES)),
+                   tasks, outputs, self.engine, desc="scoring fit: sample pass")
+        if dsir_model is not None:
+            writer = ShardWriter(self.work / "dsir_counts", "array")
+            self._counts = np.sum(np.concatenate([np.load(writer.shard_path(n)) for n in self.documents.names]),
+                                  axis=0)
+        self._ran = True
+
+    def _merge_columns(self) -> list[str]:
+        return sorted({*self.cfg.merge.components, self.cfg.merge.reference})
+
+    def dsir_raw_counts(self, hasher, raters: dict[str, Any]) -> np.ndarray:
+        """DSIR's raw-side counts, from the pass (which scores the sample with ``raters`` meanwhile)."""
+        from dataclasses import asdict
+
+        self._pass(raters, self._merge_columns(), asdict(hasher.cfg))
+        return self._counts
+
+    def components(self, raters: dict[str, Any], columns: list[str]) -> pd.DataFrame:
+        """The sample's ``columns`` in sample order: from the pass (run now if DSIR did not need it first),
+        DSIR's from the n-gram counts the pass kept."""
+        from dataclasses import asdict
+
+        if not self._ran:  # no DSIR raw side to count first: its features are still kept for the scoring pass
+            self._pass(raters, columns, asdict(self.cfg.dsir.model) if dsir_names(raters) else None)
+        writer = ShardWriter(self.work / "components", "frame")
+        parts = []
+        for name in self.documents.names:
+            part = pd.read_parquet(writer.shard_path(name))
+            dsir = [c for c in columns if c in dsir_names(raters)]
+            if dsir:
+                z = _kept_features(str(self.work / DSIR_FEATURES), name, len(part))
+                if z is None:
+                    raise RuntimeError(f"scoring fit: the sample pass kept no DSIR features of shard {name}")
+                score_dsir(part, z, raters, dsir, {})
+            parts.append(part)
         return pd.concat(parts, ignore_index=True)[["id", *columns]]
 
 
