@@ -371,8 +371,8 @@ def fit_scoring(sample: pd.DataFrame, embeddings: np.ndarray | None, cfg: Scorin
     the eval ROC-AUC on the held-out human labels: the reference's (``training.source=reference``) or
     the sample's own (``corpus``).
 
-    The two passes over the whole sample can be handed to the caller, which may spread them over a
-    worker pool (``curation.scoring.sharded``): ``dsir_raw_counts`` (see :func:`fit_raters`) and
+    The work over the whole sample can be handed to the caller, which may spread it over a worker pool
+    in one pass (``curation.scoring.sharded``): ``dsir_raw_counts`` (see :func:`fit_raters`) and
     ``sample_components(raters, columns)``, the sample's scores in ``columns`` in sample order (what
     :func:`apply_scoring` gives: a document's scores depend on that document alone)."""
     sample = sample.reset_index(drop=True)
