@@ -32,8 +32,12 @@ _MULT = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the n-gram polynomial
 
 
 def normalize(text: str) -> str:
-    """NFKC, case-folded, white space collapsed to single spaces, stripped."""
-    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    """NFKC, case-folded, white space collapsed to single spaces, stripped.
+
+    ``" ".join(s.split())``, which is ``_SPACE.sub(" ", s).strip()`` at half the cost: ``str.split()`` cuts at
+    exactly the characters ``\\s`` matches (both are ``str.isspace``; checked over every code point in
+    ``tests/dedup``)."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 def words(text: str) -> list[str]:
