@@ -235,12 +235,24 @@ def test_no_documents_give_an_empty_float64_frame_with_the_eleven_columns():
 EDGE_TEXTS = [
     "", "\n", "\n\n", "a\n", "a\nb", "...\n!!!", "x\n...", "ΟΔΟΣ\nΣ\nΑΣ Σ.", "İstanbul\nİ", "ǅ ǈ Ⅻ ½ ²",
     "café\u0301 e\u0301\n\u00a0 \u2003x\u3000y\r\nz\r", "a\x1cb\x1dc\x1ed\x1ff\x85g", "a\ud800b\n\udfff", "x1 2y 3 ab12 12ab a_1 __ 1_a", "AB\n\nc D\n12 ..3\n", "A1\n\n", "...\n9Z", "42 ٤٢ ४२\n\t\t7", "Q: a-b? c!\n",
+    "a.b ab..cd _x_ a\u0301b 1a2b ça—x 日本語テキスト 🙂x x🙂 ½a", "...", "a", " a ", "--a--b--", "\u0301\u0301 \u0301a",
 ]
 
 
+def test_word_counts_equal_the_regexes_matches():
+    """The raw words (``\\w+|[^\\w\\s]+``) and the lettered ones (``[a-zA-Z]\\w*``), counted from code-point
+    classes: as many as the regexes find, on edge texts and on a text holding every code point."""
+    import re
+
+    every = "".join(map(chr, range(0, 0x110000, 7)))  # each class next to each other, runs of every length
+    for text in [*EDGE_TEXTS, every, every[::-1]]:
+        want = (len(re.findall(r"\w+|[^\w\s]+", text)), len(re.findall(r"[a-zA-Z]\w*", text)))
+        assert rp._word_counts(codepoints.code_points(text)) == want, text[:40]
+
+
 def test_signals_of_equals_each_definition_on_the_corpus(full_corpus, monkeypatch):
-    """signals_of cuts the per-line normalisation from one whole-text pass and counts the lettered raw
-    words with one regex: every signal must equal signals_of_reference's (each definition applied as
+    """signals_of cuts the per-line normalisation from one whole-text pass and counts the raw words from
+    code-point classes: every signal must equal signals_of_reference's (each definition applied as
     written) exactly, on every 8th corpus document and on texts where lines, case and whitespace meet."""
     monkeypatch.setattr(codepoints, "_TABLES", {})  # tables built here, not inherited from an earlier test
     texts = full_corpus["text"].tolist()[::8] + EDGE_TEXTS

@@ -61,9 +61,6 @@ _WS = re.compile(r"\s+")
 _WORDPUNCT = re.compile(r"\w+|[^\w\s]+")
 _LINES = re.compile(r"[^\n]*\n|[^\n]+$")
 _ALPHA = re.compile(r"[a-zA-Z]")
-# one match per raw word holding an ASCII letter: from its first letter to the end of its \w run
-# (letters are \w, so a [^\w\s]+ word never holds one; a run with no letter never matches)
-_ALPHA_WORD = re.compile(r"[a-zA-Z]\w*")
 # Table 5: "calculated using the regular expression r'\b[^.!?]+[.!?]*'"
 _SENTENCE = re.compile(r"\b[^.!?]+[.!?]*", flags=re.UNICODE)
 # Table 5: 'A terminal punctation mark is defined as one of: ".", "!", "?", "”"'
@@ -215,7 +212,8 @@ def signals_of(text: str) -> dict[str, float]:
       line's normalised form is cut from that (both map characters one by one and never touch ``\\n``;
       a capital sigma's final form looks at neighbours only up to a ``\\n``, which is neither cased
       nor case-ignorable, so lowercasing the whole text and each line agree);
-    - the raw words holding a letter are counted by one regex over the text, not one search per word;
+    - the raw words and the raw words holding a letter are counted with numpy from per-code-point tables of
+      ``\\w`` and ``\\s`` (:func:`_word_counts`), not by listing the regex's matches;
     - the per-line capitals (raw lines) and numeric characters (normalised lines) are counted for all
       lines at once with numpy, from ``str.isupper`` / ``str.isnumeric`` tables of every code point
       (``curation.data.codepoints``);
@@ -223,18 +221,48 @@ def signals_of(text: str) -> dict[str, float]:
     """
     lowered = _drop_punctuation(text).lower()
     words_norm = _normalize_rest(lowered).split()
-    n_raw = len(_WORDPUNCT.findall(text))
+    raw = code_points(text)
+    n_raw, n_alpha = _word_counts(raw)
     lines_raw = lines(text)
     # lines_raw[i] is segment i of the text cut at "\n" (its "\n" included); strip() drops that "\n"
     lines_norm = [_normalize_rest(seg) for seg in lowered.split("\n")[: len(lines_raw)]]
-    no_alph = 1.0 - len(_ALPHA_WORD.findall(text)) / n_raw if n_raw else math.nan
-    numeric, upper = _line_fractions(text, lines_norm) if lines_raw else (math.nan, math.nan)
+    no_alph = 1.0 - n_alpha / n_raw if n_raw else math.nan
+    numeric, upper = _line_fractions(raw, lines_norm) if lines_raw else (math.nan, math.nan)
     return _signals(text, no_alph, words_norm, lines_raw, numeric, upper)
 
 
-def _line_fractions(text: str, lines_norm: list[str]) -> tuple[float, float]:
-    """(lines_numerical_chars_fraction, lines_uppercase_letter_fraction) of a text with >= 1 line."""
-    raw = code_points(text)
+_CLASSES: np.ndarray | None = None
+
+
+def _word_classes() -> np.ndarray:
+    """uint8 per code point: 0 white space (``\\s``), 1 word character (``\\w``), 2 any other (built once)."""
+    global _CLASSES
+    if _CLASSES is None:
+        word, space = char_table(re.compile(r"\w")), char_table(re.compile(r"\s"))
+        _CLASSES = np.where(word, 1, np.where(space, 0, 2)).astype(np.uint8)
+    return _CLASSES
+
+
+def _word_counts(raw: np.ndarray) -> tuple[int, int]:
+    """(how many ``\\w+|[^\\w\\s]+`` matches, how many ``[a-zA-Z]\\w*`` matches) in the text of code points
+    ``raw``. The first regex's matches are the maximal runs of word characters and the maximal runs of other
+    non-space characters, so each starts where a non-space character's class differs from the one before it.
+    The second's are one per maximal run of word characters holding an ASCII letter (a match starts at the
+    run's first letter and takes the rest of the run; letters are word characters)."""
+    if not len(raw):
+        return 0, 0
+    cls = _word_classes()[raw]
+    starts = cls != 0
+    starts[1:] &= cls[1:] != cls[:-1]
+    run = np.cumsum(starts & (cls == 1))  # the word run each character is in (or after)
+    letter_runs = run[((raw >= 65) & (raw <= 90)) | ((raw >= 97) & (raw <= 122))]
+    n_alpha = int(np.count_nonzero(np.diff(letter_runs))) + 1 if len(letter_runs) else 0
+    return int(np.count_nonzero(starts)), n_alpha
+
+
+def _line_fractions(raw: np.ndarray, lines_norm: list[str]) -> tuple[float, float]:
+    """(lines_numerical_chars_fraction, lines_uppercase_letter_fraction) of a text (its code points ``raw``)
+    with >= 1 line."""
     ends = np.flatnonzero(raw == 10) + 1  # each raw line ends after its "\n" ...
     if len(ends) < len(lines_norm):  # ... and the last one at the end of the text when it has no "\n"
         ends = np.append(ends, len(raw))
