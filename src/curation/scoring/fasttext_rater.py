@@ -139,17 +139,22 @@ def ultrafineweb_clean(text: str) -> str:
     text = text.lower()
     if text.isascii():  # nothing to decompose; most English documents stop here
         return text
-    return unicodedata.normalize("NFKD", text).translate(_combining_marks())
+    text = unicodedata.normalize("NFKD", text)
+    table = _combining_marks()
+    # most decomposed documents hold no mark (curly quotes, dashes): a set test is ~4x cheaper than translate
+    return text if _COMBINING_CHARS.isdisjoint(text) else text.translate(table)
 
 
 _COMBINING: dict[int, None] | None = None
+_COMBINING_CHARS: frozenset[str] = frozenset()
 
 
 def _combining_marks() -> dict[int, None]:
     """str.translate table deleting every combining mark (built once, ~0.3 s)."""
-    global _COMBINING
+    global _COMBINING, _COMBINING_CHARS
     if _COMBINING is None:
         _COMBINING = {cp: None for cp in range(0x110000) if unicodedata.combining(chr(cp))}
+        _COMBINING_CHARS = frozenset(map(chr, _COMBINING))
     return _COMBINING
 
 
