@@ -76,14 +76,15 @@ COMMENT = ("default job (curate, all 16,513 bundled documents, empty result cach
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    labels = list(dict.fromkeys(f"{r['label']}\n{r['commit']}" for r in rows))
-    for r in rows:
-        r["label"] = f"{r['label']}\n{r['commit']}"
+    def group(r: dict) -> str:  # one group per label and commit (rows of several sessions share labels)
+        return f"{r['label']}\n{r['commit']}"
+
+    labels = list(dict.fromkeys(map(group, rows)))
     nodes = sorted({k for r in rows for k in r if k.startswith("node_") and k != "node_pipeline_seconds"
                     and r[k] != ""}, key=lambda k: -max(float(r[k]) for r in rows if r.get(k, "") != ""))[:8]
     with bench.figure(path, 1, 2, figsize=(12, 4.5)) as (fig, axes):
         for i, label in enumerate(labels):
-            cells = [r for r in rows if r["label"] == label]
+            cells = [r for r in rows if group(r) == label]
             axes[0].scatter([i] * len(cells), [float(r["seconds"]) for r in cells], label=label)
             bottom = 0.0
             timed = [r for r in cells if r.get("node_pipeline_seconds", "") != ""] or cells
