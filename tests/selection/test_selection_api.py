@@ -38,6 +38,29 @@ def test_exact_budget_unique_sorted_ids(data, method, budget):
 
 
 @pytest.mark.parametrize("method", sorted(FAST))
+def test_read_only_inputs_select_the_same_items_without_a_warning(data, method):
+    """A memory-mapped or Arrow-backed column is read-only: torch warned of "undefined behavior" for it."""
+    import warnings
+
+    emb, q, _ = data
+    frozen = [np.array(emb, dtype=np.float32), np.array(q)]
+    for a in frozen:
+        a.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = select(method, quality=frozen[1], embeddings=frozen[0], budget=40, config=FAST[method], seed=5)
+    want = select(method, quality=q, embeddings=np.array(emb, dtype=np.float32), budget=40, config=FAST[method],
+                  seed=5)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    # torch warns once per process, so the check above can miss it: the tensors never share a read-only buffer
+    from curation.selection.api import _tensor
+
+    for a, dtype in ((frozen[0], torch.float32), (frozen[1], torch.float64), (frozen[1], torch.float32)):
+        t = _tensor(a, dtype)
+        assert t.data_ptr() != a.ctypes.data and np.array_equal(t.numpy(), a.astype(t.numpy().dtype))
+
+
+@pytest.mark.parametrize("method", sorted(FAST))
 def test_deterministic_under_a_seed(data, method):
     emb, q, _ = data
     a = select(method, quality=q, embeddings=emb, budget=40, config=FAST[method], seed=5)

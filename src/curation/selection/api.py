@@ -66,10 +66,23 @@ def _check_budget(budget: Any, n: int) -> int:
     return int(budget)
 
 
+def _tensor(x: np.ndarray, dtype, device=None) -> "torch.Tensor":
+    """``torch.as_tensor(x, dtype, device)``. A read-only array (a memory-mapped or Arrow-backed column) is made
+    writable first, converted to ``dtype`` by numpy (one copy, the one a conversion makes anyway): torch warns of
+    "undefined behavior" for any read-only input, even one it copies."""
+    x = np.asarray(x)
+    if not x.flags.writeable:
+        try:
+            x = x.astype(torch.empty(0, dtype=dtype).numpy().dtype)  # astype copies, dtype equal or not
+        except TypeError:  # a torch dtype numpy lacks (bfloat16)
+            x = x.copy()
+    return torch.as_tensor(x, dtype=dtype, device=device)
+
+
 def _objective(emb: np.ndarray, q: np.ndarray, cfg: ObjectiveConfig, seed: int, device, dtype) -> Objective:
     return Objective(
-        torch.as_tensor(emb, dtype=dtype, device=device),
-        torch.as_tensor(q, dtype=dtype, device=device),
+        _tensor(emb, dtype, device),
+        _tensor(q, dtype, device),
         diversity=cfg.diversity,
         lam=cfg.lam,
         standardize=cfg.standardize,
@@ -116,8 +129,8 @@ def select(
     if isinstance(cfg, DataMaskConfig):
         device = resolve_device(cfg.device)
         local, history, extra = select_datamask(
-            torch.as_tensor(emb, dtype=torch.float32),
-            torch.as_tensor(q, dtype=torch.float32),
+            _tensor(emb, torch.float32),
+            _tensor(q, torch.float32),
             budget,
             cfg,
             seed=seed,
