@@ -15,6 +15,15 @@ from tests.reports.test_plugin_artefacts import _metarater_tables, _run, _verifi
 from tests.reports.test_table2_report import _runs as _table2_runs
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Each report draws several figures that nothing saves here: closed after each test (matplotlib warned past 20)."""
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def test_selection_clusters_colour_bar_counts_in_whole_numbers():
     rng = np.random.default_rng(0)
     clusters = pd.DataFrame({"quality_mean": rng.uniform(4, 12, 30), "diversity": rng.uniform(0.2, 0.8, 30),
