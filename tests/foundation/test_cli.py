@@ -58,6 +58,8 @@ def test_multirun_makes_one_parent_and_a_child_per_job(ingest_sweep):
     assert "parent run" in out and parents.iloc[0]["run_id"] in out, out[-3000:]
     csv = next(project.glob("multirun/*/*/sweep_summary.csv"))
     assert str(csv.relative_to(project)) in out and csv.read_text() == summary
+    # Kedro's log lines reach the output, less the two that opened every run (curation/kedro_logging.yml)
+    assert "Completed 1 out of" in out and "as logging configuration" not in out and "No typed parameter" not in out
     table = out[out.index("sweep finished"):]
     assert re.search(r"max_docs\s+rows_kept", table) and re.search(r"\n\s*0\s+40\s+40\b", table), table
     assert f"/runs/{parents.iloc[0]['run_id']}?workflowType=machine_learning" in out
