@@ -16,16 +16,15 @@ from curation.telemetry import disable as _disable_telemetry
 
 _disable_telemetry()  # before Kedro, MLflow or the Hub load: nothing phones home (curation.telemetry)
 
-import os as _os
+import os
 
 # Kedro reads its logging configuration once, when kedro.framework.project is first imported (after this):
 # its own, less two INFO lines it printed at the top of every run; a KEDRO_LOGGING_CONFIG of the user's wins.
-_KEDRO_LOGGING = _os.path.join(_os.path.dirname(__file__), "kedro_logging.yml")  # package data (pyproject)
-if _os.path.isfile(_KEDRO_LOGGING):
-    _os.environ.setdefault("KEDRO_LOGGING_CONFIG", _KEDRO_LOGGING)
+_KEDRO_LOGGING = os.path.join(os.path.dirname(__file__), "kedro_logging.yml")  # package data (pyproject)
+if os.path.isfile(_KEDRO_LOGGING):
+    os.environ.setdefault("KEDRO_LOGGING_CONFIG", _KEDRO_LOGGING)
 
 import logging
-import os
 import re
 import sys
 from pathlib import Path
