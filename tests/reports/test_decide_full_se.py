@@ -220,6 +220,9 @@ def test_an_undecided_result_says_the_seeds_each_pair_had_and_unknown_errors_are
     assert (f"no pair of candidates could be decided on `{METRIC}` at tiny@262144 with 3 to 5 seeds (pairs differ): "
             "the run kept no item values, so the item part of each difference's error is unknown.") in unknown
     assert "error bars" not in unknown and "equally good" not in unknown
+    # with part of the error unknown, what would decide is not sized (it read "neither up to 64 seeds nor ...")
+    assert ("What would decide `a` vs `b`: not estimated, since part of the error is unknown (no item values were "
+            "recorded: a run that keeps them sizes it).") in unknown and "64 seeds" not in unknown and "items per task" not in unknown
 
 
 def test_one_wording_of_a_verdict_for_the_fixed_and_the_sequential_design():

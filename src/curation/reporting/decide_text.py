@@ -205,6 +205,12 @@ def _verdict(order: pd.DataFrame, rows: pd.DataFrame, headline: str, scale: str,
                    + ".")
         second = str(order.iloc[1]["candidate"])
         other, r = next(((o, x) for o, x in undecided if o == second), undecided[0])
+        if not (np.isfinite(r["se_seed"]) and np.isfinite(r["se_item"])):
+            why = ("no item values were recorded: a run that keeps them sizes it" if not np.isfinite(r["se_item"])
+                   else "the seed part needs a second seed")
+            out.append(f"What would decide `{leader}` vs `{other}`: not estimated, since part of the error is "
+                       f"unknown ({why}).")
+            return out
         from curation.reporting.decide_stats import seeds_needed_interval
 
         k = len(order)
