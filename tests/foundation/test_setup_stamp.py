@@ -1,6 +1,6 @@
-"""The set-up rebuilds the prebuilt static embedder and reference raters only when what they are built from
-changes (issue #39, item 1): ``scripts/prebuilt_stamp.sh`` digests the primary config, the scoring,
-embedding and scale groups, the bundled corpus's files and the builders' code, nothing else."""
+"""The set-up rebuilds the prebuilt static embedder, reference raters and decontamination index only when what they
+are built from changes (issue #39, item 1): ``scripts/prebuilt_stamp.sh`` digests the primary config, the scoring,
+embedding, scale, data and eval groups, the bundled corpus's files and the builders' code, nothing else."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import CORPUS_DIR, REPO
 
 BUILDERS = ["embedding/static.py", "scoring/reference.py", "scoring/training_sets.py", "scoring/fasttext_rater.py",
-            "scoring/embedding_raters.py", "scoring/dsir.py"]
+            "scoring/embedding_raters.py", "scoring/dsir.py", "dedup/contamination.py"]
 
 
 @pytest.fixture
@@ -51,7 +51,8 @@ def test_the_stamp_ignores_config_groups_the_builders_do_not_read(tree):
 
 
 @pytest.mark.parametrize("changed", ["conf/config.yaml", "conf/scoring/default.yaml", "conf/embedding/static.yaml",
-                                     "conf/scale/reduced.yaml", *[f"src/curation/{name}" for name in BUILDERS]])
+                                     "conf/scale/reduced.yaml", "conf/data/corpus.yaml", "conf/eval/default.yaml",
+                                     *[f"src/curation/{name}" for name in BUILDERS]])
 def test_the_stamp_changes_with_what_the_builders_read(tree, changed):
     before = _stamp(tree)
     _append(tree / changed)
@@ -69,3 +70,17 @@ def test_the_stamp_changes_with_the_install_and_the_corpus_files(tree):
     assert _stamp(tree) == before
     (corpus / "corpus-0000.parquet").unlink()  # one file fewer
     assert _stamp(tree) != before
+
+
+def test_the_set_up_builds_the_decontamination_index_where_ingest_reads_it(project, monkeypatch):
+    """``scripts/setup.sh`` builds the index ingest's decontamination reads, so a fresh clone's first run does not
+    (~5 s); nothing when decontamination is off."""
+    from curation.paths import decontamination_index_dir
+    from curation.setup_raters import build_configured_decontamination_index
+
+    path = build_configured_decontamination_index()
+    assert path is not None and Path(path).is_file() and Path(path).parent == decontamination_index_dir()
+    assert build_configured_decontamination_index(["data.decontaminate=off"]) is None
+    # without the tests' shared folder: the project's own data/06_models/decontamination
+    monkeypatch.delenv("CURATION_DECONTAMINATION_INDEX", raising=False)
+    assert decontamination_index_dir() == project / "data" / "06_models" / "decontamination"

@@ -4,7 +4,6 @@ document statistics."""
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,7 +11,7 @@ import pandas as pd
 
 from curation.data import source_statistics
 from curation.data.stats import document_statistics_shards
-from curation.paths import project_root
+from curation.paths import decontamination_index_dir, project_root
 from curation.reporting.plots import plot_document_stats
 from curation.shards import ShardedDataset
 from curation.data.ingest import dedup_settings, ingest_corpus
@@ -21,8 +20,6 @@ from curation.shards.work import engine_of
 log = logging.getLogger(__name__)
 
 STAGING = Path("data") / "02_intermediate" / ".staging"  # per-run work folders of streaming stages
-DECONTAMINATION = Path("data") / "06_models" / "decontamination"  # cached n-gram indexes of the eval tasks
-ENV_INDEX = "CURATION_DECONTAMINATION_INDEX"  # another folder for them (tests share one per checkout)
 
 
 def ingest_documents(
@@ -38,7 +35,7 @@ def ingest_documents(
     namespace = str((run or {}).get("namespace") or "default")
     evaluation = evaluation or {}
     dedup = dedup_settings(data, tasks=list(evaluation.get("tasks") or ()), data_dir=evaluation.get("data_dir"),
-                           index_dir=os.environ.get(ENV_INDEX) or project_root() / DECONTAMINATION)
+                           index_dir=decontamination_index_dir())
     result = ingest_corpus(raw_documents, data, work_root=project_root() / STAGING, namespace=namespace,
                            dedup=dedup)
     return result.documents, result.rejected, result.metrics
