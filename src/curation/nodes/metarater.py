@@ -22,7 +22,6 @@ VALIDATION_TAG = "curation.metarater.validation"
 WARNING_TAG = "curation.metarater.regression_warning"
 
 
-
 def _core():
     """:mod:`curation.metarater.experiment` (the LM, torch), imported when a node runs, not when `curate` lists
     the pipelines."""
@@ -35,6 +34,7 @@ def _child_runs():
     from curation.tracking.child_runs import ChildRuns
 
     return ChildRuns()
+
 
 def _folder(metarater: dict[str, Any], metarater_work_dir: Path) -> Path:
     """``metarater.work_dir`` (relative: under the project root) or the catalog's folder."""
@@ -57,9 +57,10 @@ def prepare_metarater_data(documents: pd.DataFrame, scores: pd.DataFrame, metara
     """Candidates' raters scaled to [0, 5] (``id``, ``doc_row``, ``category``, one column per rater), the
     held-out ids (D_v and the judge set, free of every rater's training rows), counts and makeup."""
     cfg = parse_metarater_config(metarater)
-    trained = _core().rater_training_ids(scoring, documents)
-    rater_scores, validation_ids, metrics = _core().prepare_metarater_data(documents, scores, cfg, trained)
-    _tag(VALIDATION_TAG, _core().validation_description(metrics, cfg.validation.source))
+    core = _core()
+    trained = core.rater_training_ids(scoring, documents)
+    rater_scores, validation_ids, metrics = core.prepare_metarater_data(documents, scores, cfg, trained)
+    _tag(VALIDATION_TAG, core.validation_description(metrics, cfg.validation.source))
     return rater_scores, validation_ids, metrics
 
 
@@ -71,7 +72,8 @@ def train_proxies(documents, metarater_rater_scores, metarater_validation_ids, m
                   metarater: dict[str, Any], metarater_work_dir: Path):
     """One proxy per weight vector (reused from disk when done): per-proxy table, sweep counts, loss series."""
     return _core().train_proxies(documents, metarater_rater_scores, metarater_validation_ids, metarater_weights,
-                              parse_metarater_config(metarater), _folder(metarater, metarater_work_dir), _child_runs())
+                                 parse_metarater_config(metarater), _folder(metarater, metarater_work_dir),
+                                 _child_runs())
 
 
 def fit_loss_regressor(metarater_proxy_results: pd.DataFrame, metarater: dict[str, Any]):
@@ -83,41 +85,43 @@ def fit_loss_regressor(metarater_proxy_results: pd.DataFrame, metarater: dict[st
 
 
 def search_optimal_weights(metarater_regressor: Any, metarater_rater_scores: pd.DataFrame, metarater: dict[str, Any]):
-    return _core().search_optimal_weights(metarater_regressor, metarater_rater_scores, parse_metarater_config(metarater))
+    return _core().search_optimal_weights(metarater_regressor, metarater_rater_scores,
+                                          parse_metarater_config(metarater))
 
 
 def select_with_optimal_weights(metarater_weights_table, metarater_rater_scores, documents, metarater_validation_ids,
                                 metarater: dict[str, Any], metarater_work_dir: Path):
     return _core().select_with_optimal_weights(metarater_weights_table, metarater_rater_scores, documents,
-                                            metarater_validation_ids, parse_metarater_config(metarater),
-                                            _folder(metarater, metarater_work_dir))
+                                               metarater_validation_ids, parse_metarater_config(metarater),
+                                               _folder(metarater, metarater_work_dir))
 
 
 def compare_selections(documents, metarater_rater_scores, metarater_validation_ids, metarater_weights_table,
                        metarater: dict[str, Any], metarater_work_dir: Path):
     """Table 4: one proxy per (method, seed); every run, the per-method summary and the gaps as metrics."""
     return _core().compare_selections(documents, metarater_rater_scores, metarater_validation_ids,
-                                   metarater_weights_table, parse_metarater_config(metarater),
-                                   _folder(metarater, metarater_work_dir), _child_runs())
+                                      metarater_weights_table, parse_metarater_config(metarater),
+                                      _folder(metarater, metarater_work_dir), _child_runs())
 
 
 def evaluate_num_proxies(documents, metarater_proxy_results, metarater_rater_scores, metarater_validation_ids,
                          metarater_weights_table, metarater: dict[str, Any], metarater_work_dir: Path):
     """Fig. 2: validation loss of the w* selection regressed on the first N proxies."""
     return _core().evaluate_num_proxies(documents, metarater_proxy_results, metarater_rater_scores,
-                                     metarater_validation_ids, metarater_weights_table,
-                                     parse_metarater_config(metarater), _folder(metarater, metarater_work_dir),
-                                     _child_runs())
+                                        metarater_validation_ids, metarater_weights_table,
+                                        parse_metarater_config(metarater), _folder(metarater, metarater_work_dir),
+                                        _child_runs())
 
 
 def plot_metarater(metarater_proxy_results, metarater_weights_table, metarater_num_proxies_table,
                    metarater_comparison_summary_table):
     return _core().plot_metarater(metarater_proxy_results, metarater_weights_table, metarater_num_proxies_table,
-                               metarater_comparison_summary_table)
+                                  metarater_comparison_summary_table)
 
 
 def train_one_proxy(documents: pd.DataFrame, scores: pd.DataFrame, metarater: dict[str, Any],
                     scoring: dict[str, Any], metarater_work_dir: Path) -> tuple[dict[str, float], pd.DataFrame]:
     """experiment=metarater_proxy: proxy ``metarater.proxy_id`` only; the job's own run records it."""
-    return _core().train_one_proxy(documents, scores, parse_metarater_config(metarater),
-                                _folder(metarater, metarater_work_dir), _core().rater_training_ids(scoring, documents))
+    core = _core()
+    return core.train_one_proxy(documents, scores, parse_metarater_config(metarater),
+                                _folder(metarater, metarater_work_dir), core.rater_training_ids(scoring, documents))

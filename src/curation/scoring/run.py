@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -272,9 +272,9 @@ def in_output_order(scores: pd.DataFrame, cfg: ScoringConfig, raters: dict[str, 
     return scores[["id", *[c for c in _columns(cfg, raters) if c in scores.columns]]]
 
 
-def dsir_names(raters: Mapping[str, Any]) -> list[str]:
-    """The DSIR importance raters among ``raters`` (``<target>_importance``)."""
-    return [n for n in raters if n.endswith("_importance")]
+def dsir_names(names: Iterable[str]) -> list[str]:
+    """The DSIR importance raters or columns among ``names`` (``<target>_importance``; a rater dict's keys)."""
+    return [n for n in names if n.endswith("_importance")]
 
 
 def score_dsir(scores: pd.DataFrame, z: Any, raters: Mapping[str, Any], names: Sequence[str],

@@ -201,11 +201,11 @@ def sample_pass_shard(loaded, name: str, *, threshold: int | None, raters_dir: s
 
             z = csr_matrix((0, hasher.cfg.buckets))
         outputs["counts"] = np.asarray(z.sum(axis=0)).reshape(1, -1)
-        if whole or any(c.endswith("_importance") for c in columns):
+        if whole or dsir_names(columns):
             _keep_features(features_dir, name, z)
         counts["fit/dsir_rows_hashed_once"] = len(frame)  # hashed here only, not again to score
     scores, scored = apply_scoring(frame, emb, cfg, _raters_in(raters_dir), None,
-                                   only=None if whole else {c for c in columns if not c.endswith("_importance")})
+                                   only=None if whole else set(columns) - set(dsir_names(columns)))
     outputs["components"] = scores
     return ShardResult(outputs, {**({**counts, **scored} if whole else {}), "rows": len(scores),
                                  ALL_RATERS: int(whole)})
@@ -263,10 +263,10 @@ class SamplePasses:
         if not self._ran:  # no DSIR raw side to count first: its features are still kept for the scoring pass
             self._pass(raters, columns, asdict(self.cfg.dsir.model) if dsir_names(raters) else None)
         writer = ShardWriter(self.work / "components", "frame")
+        dsir = [c for c in columns if c in dsir_names(raters)]
         parts = []
         for name in self.documents.names:
             part = pd.read_parquet(writer.shard_path(name))
-            dsir = [c for c in columns if c in dsir_names(raters)]
             if dsir:
                 z = _kept_features(str(self.work / DSIR_FEATURES), name, len(part))
                 if z is None:
