@@ -184,9 +184,10 @@ def test_no_decided_pair_names_no_winner():
     # what was measured (no pair separated at these seeds), not a claim that was not tested (that they are equal)
     answer = next(line for line in report.text.splitlines() if line.startswith("**Answer: no winner**"))
     assert "no pair of candidates is separated on `" in answer and "at tiny@262144 with 3 seeds: " in answer
-    assert "every difference is within the error bars of what seed and item noise produce" in answer
+    assert "every difference is one that seed and item noise can produce at this many seeds" in answer
+    assert "error bars" not in answer  # read as +-1 SE: a 2-SE difference at 3 seeds is still not decided
     assert ("This is not evidence that they are equal: no equivalence test was run (`decide.equivalence` is "
-            "unset), and a real difference smaller than this noise is not ruled out.") in answer
+            "unset), and a real difference of the size seen is not ruled out.") in answer
     for claim in ("equally good", "train equally", "as good as", "the same quality", "no difference"):
         assert claim not in report.text
 

@@ -243,20 +243,20 @@ def _seeds_text(rows: pd.DataFrame) -> str:
 
 
 def _no_decision(rows: pd.DataFrame, headline: str, scale: str, equivalence: Optional[float]) -> str:
-    """The answer when no pair is decided: what was measured (no pair separated at these seeds, every difference
-    within its error bars) and what that does not show (that they are equal)."""
+    """The answer when no pair is decided: what was measured (no pair separated at these seeds: every difference
+    within what noise produces there) and what that does not show (that they are equal)."""
     at = _seeds_text(rows)
     if not np.isfinite(rows["se"].astype(float)).any():
         return (f"**Answer: no winner**: no pair of candidates could be decided on `{headline}` at {scale} with {at}: "
                 "the run kept no item values, so the item part of each difference's error is unknown.")
-    # "within the error bars" in the test's sense: a difference of 2 SE at 3 seeds is not decided (Cochran-Cox's
-    # critical value on 2 seed degrees of freedom is larger), so the text says noise, not one SE
-    text = (f"**Answer: no winner**: no pair of candidates is separated on `{headline}` at {scale} with {at}: every "
-            "difference is within the error bars of what seed and item noise produce at this many seeds "
-            "(Cochran-Cox, Holm-corrected p not below 0.05). This is not evidence that they are equal: ")
+    # noise in the test's sense, not one SE: a difference of 2 SE at 3 seeds is not decided (Cochran-Cox's critical
+    # value on 2 seed degrees of freedom is larger), so "within the error bars" (read as +-1 SE) would be false
+    text = (f"**Answer: no winner**: no pair of candidates is separated on `{headline}` at {scale} with {at}: "
+            "every difference is one that seed and item noise can produce at this many seeds (Cochran-Cox, "
+            "Holm-corrected p not below 0.05). This is not evidence that they are equal: ")
     if equivalence is None:
-        return text + ("no equivalence test was run (`decide.equivalence` is unset), and a real difference smaller "
-                       "than this noise is not ruled out.")
+        return text + ("no equivalence test was run (`decide.equivalence` is unset), and a real difference of the "
+                       "size seen is not ruled out.")
     from curation.reporting.decide_stats import equal_within
 
     inside = [f"`{r['corpus_a']}` and `{r['corpus_b']}`" for _, r in rows.iterrows()
